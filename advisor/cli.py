@@ -1,0 +1,413 @@
+"""`advisor`: the command-line front end. Parses arguments, reads input, prints; nothing more.
+
+Exit codes (also in `advisor --help` and the README):
+  0  a cause was diagnosed (or `kb check` passed)
+  1  no confident diagnosis: the output says what to answer or turn on next
+  2  usage error: a bad flag, a bad --answer
+  3  input error: a missing, unreadable, empty or binary log
+  4  the knowledge base is invalid (the message names the file and field)
+  130 interrupted
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import BinaryIO, Callable, Sequence, TextIO
+
+from advisor import __version__
+
+EXIT_OK, EXIT_UNSURE, EXIT_USAGE, EXIT_INPUT, EXIT_KB, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+PROGRESS_MIN_BYTES = 32 << 20
+MAX_ERROR_ARG = 10 << 20
+
+EXAMPLES = """\
+examples:
+  advisor suggest --error "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=38, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800033 milliseconds before timing out."
+  advisor suggest --log train.log --framework llama-factory --answer phase=save --answer model_size_b=7
+  kubectl logs job/train | advisor suggest - --json
+  advisor suggest --log rank0.log.gz --interactive
+  advisor suggest --describe "保存模型时NCCL超时" --framework llama-factory
+  advisor kb check --kb ./team-kb
+  advisor kb list --json
+
+exit codes:
+  0 diagnosed  1 no confident diagnosis  2 usage error  3 input error  4 invalid knowledge base  130 interrupted
+"""
+
+
+class InputError(Exception):
+    """A log we cannot read; the message says what to do instead."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="advisor",
+        description="Diagnose NCCL, gloo and rendezvous failures in distributed training logs, and get a fix for your framework.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"nccl-advisor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    suggest = sub.add_parser(
+        "suggest", help="diagnose an error line or a log and suggest a fix",
+        description="Diagnose an error line or a whole multi-rank log. Reads --error TEXT, --log FILE (plain or .gz), or standard input.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = suggest.add_mutually_exclusive_group()
+    src.add_argument("--error", "-e", metavar="TEXT", help="the error text (one line or several)")
+    src.add_argument("--log", "-l", metavar="FILE", help="a log file of any size, plain or gzip")
+    src.add_argument("stdin", nargs="?", metavar="-", help="read the log from standard input")
+    suggest.add_argument("--describe", "-d", metavar="TEXT", help="what you saw, in your own words (any language)")
+    suggest.add_argument("--framework", "-f", metavar="NAME", help="llama-factory, open-r1, torchtitan, lightning, trl, transformers, accelerate, deepspeed, pytorch")
+    suggest.add_argument("--answer", "-a", action="append", default=[], metavar="ID=VALUE",
+                         help="answer a guided question (repeatable); VALUE may be 'unknown'")
+    suggest.add_argument("--interactive", "-i", action="store_true", help="ask the guided questions in the terminal")
+    suggest.add_argument("--json", action="store_true", help="print the machine-readable diagnosis (see README: JSON contract)")
+    suggest.add_argument("--verbose", "-v", action="store_true", help="show all evidence, facts and snippets")
+    suggest.add_argument("--mask-hosts", action="store_true", help="also mask host names and IP addresses in the output")
+    suggest.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="colour output (default: only on a terminal)")
+    suggest.add_argument("--max-causes", type=int, default=5, metavar="N", help="causes to list (default 5)")
+    suggest.add_argument("--kb", action="append", default=[], metavar="DIR", help="add a team KB directory on top of the built-in one (also $ADVISOR_KB_PATH)")
+
+    kb = sub.add_parser("kb", help="check or list the knowledge base")
+    kb_sub = kb.add_subparsers(dest="kb_command", metavar="ACTION")
+    check = kb_sub.add_parser("check", help="validate every KB file and run every cause's example logs")
+    check.add_argument("--kb", action="append", default=[], metavar="DIR")
+    check.add_argument("--json", action="store_true")
+    listing = kb_sub.add_parser("list", help="list the causes")
+    listing.add_argument("--kb", action="append", default=[], metavar="DIR")
+    listing.add_argument("--json", action="store_true")
+    show = kb_sub.add_parser("show", help="print one cause as JSON")
+    show.add_argument("id")
+    show.add_argument("--kb", action="append", default=[], metavar="DIR")
+
+    serve = sub.add_parser("serve", help="run the HTTP API for bots")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--kb", action="append", default=[], metavar="DIR")
+
+    tui = sub.add_parser("tui", help="the guided terminal wizard")
+    tui.add_argument("--log", metavar="FILE")
+    tui.add_argument("--kb", action="append", default=[], metavar="DIR")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run the CLI; streams are injectable so tests run it in-process."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        if args.command == "suggest":
+            return _suggest(args, stdin, out, err)
+        if args.command == "kb":
+            return _kb(args, out, err, parser)
+        if args.command == "serve":
+            from advisor.api import serve
+
+            return serve(args.host, args.port, args.workers, args.kb)
+        if args.command == "tui":
+            from advisor.tui.app import run_tui
+
+            return run_tui(args.log, args.kb)
+        parser.print_help(out)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except _kb_invalid() as exc:
+        err.write(f"advisor: {exc}\n")
+        return EXIT_KB
+
+
+def _kb_invalid():
+    from advisor.knowledge import KBInvalid
+
+    return KBInvalid
+
+
+# --- suggest ------------------------------------------------------------------------------------
+
+
+def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
+    from advisor.answers import AnswerError
+    from advisor.diagnose import conclude, read_log
+    from advisor.knowledge import load_kb
+    from advisor.models import DiagnoseRequest
+
+    answers = {}
+    for item in args.answer:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            err.write(f"advisor: --answer expects ID=VALUE, got {item!r} (e.g. --answer phase=save)\n")
+            return EXIT_USAGE
+        answers[key.strip()] = value.strip()
+    try:
+        source, size = _open_input(args, stdin)
+    except InputError as exc:
+        err.write(f"advisor: {exc}\n")
+        return EXIT_INPUT
+    kb = load_kb(args.kb)
+    request = DiagnoseRequest(answers=answers, framework=args.framework, mask_hosts=args.mask_hosts,
+                              description=args.describe, max_causes=max(1, min(args.max_causes, 50)))
+    progress = _progress(err, size)
+    try:
+        reading = read_log(kb, source, args.describe, progress)
+    finally:
+        if progress is not None:
+            progress(-1)
+        if hasattr(source, "close"):
+            source.close()
+    if reading.stats.bytes == 0 and not args.describe:
+        err.write("advisor: the input is empty: paste the error text, or give --log FILE (see advisor suggest --help)\n")
+        return EXIT_INPUT
+    try:
+        if args.interactive:
+            diagnosis = _interactive(kb, reading, request, out, err)
+        else:
+            diagnosis = conclude(kb, reading, request)
+    except AnswerError as exc:
+        err.write(f"advisor: {exc}\n")
+        return EXIT_USAGE
+    if args.json:
+        json.dump(diagnosis.model_dump(mode="json"), out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    else:
+        from advisor.render import Style, render_text
+
+        out.write(render_text(diagnosis, Style(color=_use_color(args.color, out)), verbose=args.verbose))
+    return EXIT_OK if diagnosis.status == "diagnosed" else EXIT_UNSURE
+
+
+def _open_input(args, stdin: BinaryIO | None) -> tuple[str | BinaryIO, int | None]:
+    if args.error is not None:
+        if len(args.error) > MAX_ERROR_ARG:
+            raise InputError("--error text is over 10 MB: save it to a file and use --log FILE")
+        if not args.error.strip() and not args.describe:
+            raise InputError("--error is empty: paste the error text between quotes")
+        return args.error, len(args.error)
+    if args.log is not None:
+        return _open_file(args.log)
+    if args.stdin not in (None, "-"):
+        raise InputError(f"unexpected argument {args.stdin!r}: use --log FILE for a file, or - for standard input")
+    stream = stdin or sys.stdin.buffer
+    if args.stdin is None and args.describe is None and hasattr(stream, "isatty") and stream.isatty():
+        raise InputError("no input: give --error TEXT, --log FILE, or pipe a log (e.g. `advisor suggest - < train.log`)")
+    if args.stdin is None and args.describe is not None:
+        return "", 0
+    return _sniff(stream, "standard input"), None
+
+
+def _open_file(path_text: str) -> tuple[BinaryIO, int | None]:
+    path = Path(path_text)
+    if not path.exists():
+        raise InputError(f"{path_text}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path_text}: is a directory; give one log file (concatenate ranks with `cat {path_text}/* > all.log`)")
+    try:
+        handle = path.open("rb")
+    except PermissionError:
+        raise InputError(f"{path_text}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path_text}: cannot open ({exc.strerror or exc})") from None
+    regular = path.is_file()
+    size = path.stat().st_size if regular else None  # a pipe or /dev/stdin has no size
+    if size == 0:
+        handle.close()
+        raise InputError(f"{path_text}: the file is empty")
+    head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
+    if head == b"\x1f\x8b":
+        return _sniff(gzip.GzipFile(fileobj=handle), path_text), size
+    return _sniff(handle, path_text), size
+
+
+def _sniff(stream: BinaryIO, name: str) -> BinaryIO:
+    """Refuse binary data early, with a clear message, without reading the stream twice."""
+    from advisor.reader import looks_binary
+
+    try:
+        head = stream.read(65536)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"{name}: cannot read ({exc})") from None
+    if looks_binary(head):
+        raise InputError(f"{name}: looks like binary data, not a text log (an archive? a core dump?)")
+    return _Prepend(head, stream)
+
+
+class _Prepend(io.RawIOBase):
+    """A stream that first returns `head`, then the rest of `stream`."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head = head
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            if size is None or size < 0 or size >= len(self._head):
+                data, self._head = self._head, b""
+                rest = self._stream.read(-1 if size is None or size < 0 else size - len(data))
+                return data + (rest or b"")
+            data, self._head = self._head[:size], self._head[size:]
+            return data
+        return self._stream.read(size) or b""
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            super().close()
+
+
+def _progress(err: TextIO, size: int | None) -> Callable[[int], None] | None:
+    """A percentage on stderr for big files, only when stderr is a terminal."""
+    if not size or size < PROGRESS_MIN_BYTES or not (hasattr(err, "isatty") and err.isatty()):
+        return None
+    state = {"last": -1}
+
+    def report(done: int) -> None:
+        if done < 0:
+            err.write("\r" + " " * 60 + "\r")
+            err.flush()
+            return
+        pct = min(100, done * 100 // size)
+        if pct != state["last"]:
+            state["last"] = pct
+            err.write(f"\rreading log: {pct:3d}% of {size / 2**20:,.0f} MiB")
+            err.flush()
+
+    return report
+
+
+def _use_color(choice: str, out: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(out, "isatty") and out.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def _interactive(kb, reading, request, out: TextIO, err: TextIO):
+    """Ask the best question, re-rank, repeat, until nothing is worth asking."""
+    from advisor.answers import AnswerError, parse_answer
+    from advisor.diagnose import conclude
+    from advisor.render import Style
+
+    style = Style(color=_use_color("auto", out))
+    tty = _tty_input()
+    answers = dict(request.answers)
+    while True:
+        diagnosis = conclude(kb, reading, request.model_copy(update={"answers": answers}))
+        top = next((c for c in diagnosis.causes if not c.benign), None)
+        status = f"{top.title} ({top.score:.0%})" if top else "no clear cause yet"
+        out.write(style.dim(f"\nleading: {status}\n"))
+        if not diagnosis.questions:
+            return diagnosis
+        q = diagnosis.questions[0]
+        out.write(style.bold(q.text) + "\n")
+        if q.choices:
+            for i, c in enumerate(q.choices, 1):
+                out.write(f"  {i}. {c['label']}\n")
+        out.write(style.dim("  ? = don't know, q = stop asking\n"))
+        while True:
+            out.write("> ")
+            out.flush()
+            line = tty.readline()
+            if not line:
+                return diagnosis
+            text = line.strip()
+            if text.lower() in ("q", "quit", "exit"):
+                return diagnosis
+            if q.choices and text.isdigit() and 1 <= int(text) <= len(q.choices):
+                text = q.choices[int(text) - 1]["value"]
+            try:
+                parse_answer(kb, kb.questions[q.id], text)
+            except AnswerError as exc:
+                out.write(f"  {exc.reason}\n")
+                continue
+            answers[q.id] = text if text.strip() else "unknown"
+            break
+
+
+def _tty_input() -> TextIO:
+    """Questions are read from the terminal even when the log came through a pipe."""
+    if sys.stdin.isatty():
+        return sys.stdin
+    try:
+        return open("/dev/tty", encoding="utf-8", errors="replace")  # noqa: SIM115 - lives for the session
+    except OSError:
+        return sys.stdin
+
+
+# --- kb ---------------------------------------------------------------------------------------
+
+
+def _kb(args, out: TextIO, err: TextIO, parser) -> int:
+    from advisor.knowledge import load_kb
+
+    if args.kb_command == "check":
+        from advisor.kbcheck import check_kb
+
+        report = check_kb(args.kb)
+        if args.json:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+        else:
+            out.write(_format_check(report))
+        return EXIT_OK if report["ok"] else (EXIT_KB if report["errors"] else EXIT_UNSURE)
+    kb = load_kb(args.kb)
+    if args.kb_command == "list":
+        rows = [{"id": c.id, "code": c.code, "title": c.title, "benign": c.benign, "signatures": len(c.signatures),
+                 "file": str(kb.sources[c.id])} for c in sorted(kb.causes.values(), key=lambda c: (c.code, c.id))]
+        if args.json:
+            json.dump(rows, out, indent=2)
+            out.write("\n")
+        else:
+            width = max(len(r["id"]) for r in rows)
+            for r in rows:
+                out.write(f"{r['id']:<{width}}  {r['code']:<28}  {r['title']}\n")
+            out.write(f"\n{len(rows)} causes, {len(kb.codes)} codes, {len(kb.frameworks)} frameworks\n")
+        return EXIT_OK
+    if args.kb_command == "show":
+        cause = kb.causes.get(args.id)
+        if cause is None:
+            err.write(f"advisor: no cause {args.id!r}; see `advisor kb list`\n")
+            return EXIT_USAGE
+        json.dump(cause.model_dump(mode="json"), out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        return EXIT_OK
+    parser.parse_args(["kb", "--help"])
+    return EXIT_USAGE
+
+
+def _format_check(report: dict) -> str:
+    lines = []
+    for e in report["errors"]:
+        lines.append(f"error: {e}")
+    for f in report["failures"]:
+        lines.append(f"FAIL {f['cause']} {f['kind']} example {f['example']!r}: {f['problem']}")
+    lines.append(
+        f"{report['causes']} causes, {report['examples']} examples: {report['passed']} passed, {len(report['failures'])} failed"
+        + (f", {len(report['errors'])} KB errors" if report["errors"] else "")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def entry() -> None:  # console script
+    sys.exit(main())

@@ -1,0 +1,736 @@
+"""Facts read from a log: what failed, where, when, on which ranks, under which versions.
+
+Facts are the vocabulary of the KB's rules and of the guided questions. `FACTS` is the registry
+(a KB rule naming an unknown fact is a KB error). `FactCollector` listens to the scanner and keeps
+bounded state however long the log is; `finalize()` turns it into a `Facts` object whose every
+value remembers where it came from (a log line, an answer, an inference).
+
+The message formats parsed here are PyTorch's and NCCL's own (see shared/reference/facts.md §1.4
+for the version history of each string); framework-specific cues come from the KB.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from advisor.models import Facts, FactValue, FailureEvent
+from advisor.scan import LineHit, Probe
+
+Kind = Literal["str", "int", "float", "bool", "version", "list", "dict"]
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    name: str
+    kind: Kind
+    doc: str
+    domain: tuple[str, ...] = ()
+
+
+_SPECS = [
+    FactSpec("phase", "str", "what the job was doing when it failed",
+             ("init", "first-step", "train", "save", "eval", "data-prep", "end-of-epoch")),
+    FactSpec("framework", "str", "the training framework (a KB framework id)"),
+    FactSpec("framework_version", "version", "the framework's version"),
+    FactSpec("torch_version", "version", "PyTorch version (read, answered, or inferred from message wording)"),
+    FactSpec("nccl_version", "version", "NCCL version"),
+    FactSpec("cuda_version", "version", "CUDA version"),
+    FactSpec("transformers_version", "version", "transformers version"),
+    FactSpec("nodes", "int", "number of nodes"),
+    FactSpec("gpus_per_node", "int", "GPUs (ranks) per node"),
+    FactSpec("world_size", "int", "total number of ranks"),
+    FactSpec("model_size_b", "float", "model size in billions of parameters"),
+    FactSpec("backend", "str", "process-group backend", ("nccl", "gloo")),
+    FactSpec("op_type", "str", "collective that timed out, as printed (ALLREDUCE, _ALLGATHER_BASE, ...)"),
+    FactSpec("op_family", "str", "collective family",
+             ("allreduce", "allgather", "reduce_scatter", "broadcast", "barrier", "alltoall", "send_recv", "reduce", "gather", "scatter", "other")),
+    FactSpec("timeout_ms", "int", "collective timeout in force (Timeout(ms)=...)"),
+    FactSpec("ran_for_ms", "int", "how long the timed-out collective ran"),
+    FactSpec("seq_num", "int", "sequence number of the timed-out collective"),
+    FactSpec("numel_in", "int", "elements in the timed-out collective's input"),
+    FactSpec("numel_out", "int", "elements in its output"),
+    FactSpec("group_size", "int", "ranks in the timed-out collective's group (NumelOut/NumelIn of an all-gather)"),
+    FactSpec("ranks_reporting", "list", "ranks that reported a failure"),
+    FactSpec("ranks_seen", "list", "ranks that printed anything (by [rankN]: prefix)"),
+    FactSpec("silent_ranks", "list", "ranks of the world that reported no failure: the suspects"),
+    FactSpec("reporting_count", "int", "how many ranks reported a failure"),
+    FactSpec("only_rank0_reported", "bool", "rank 0 alone reported the timeout although other ranks' output is in the log"),
+    FactSpec("seq_spread", "bool", "ranks time out at different sequence numbers (they are out of step)"),
+    FactSpec("op_mismatch", "bool", "ranks report different collectives at the same sequence number"),
+    FactSpec("rank_progress", "dict", "per rank: last enqueued / completed work"),
+    FactSpec("heartbeat_timeout_s", "int", "heartbeat-monitor timeout printed in the kill message"),
+    FactSpec("store_timeout_s", "int", "TCPStore / socket / rendezvous timeout printed in the message"),
+    FactSpec("rendezvous_host", "str", "master / rendezvous address the ranks connect to"),
+    FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
+    FactSpec("clients_joined", "int", "ranks that joined the store before it timed out"),
+    FactSpec("first_failure", "str", "kind of the earliest failure (cascade excluded)",
+             ("timeout", "heartbeat", "oom", "exception", "killed", "hardware", "network", "nccl-error", "store-timeout", "launch")),
+    FactSpec("failure_kinds", "list", "kinds of every failure seen"),
+    FactSpec("user_exception", "str", "the first application exception (not a distributed-machinery one), type: message"),
+    FactSpec("exception_before_timeout", "bool", "an application exception came before the first timeout"),
+    FactSpec("exception_in_framework", "bool", "the failing traceback's innermost non-torch frame is inside a training framework's own code"),
+    FactSpec("exception_module", "str", "package of that frame (a framework id, or 'user')"),
+    FactSpec("rank0_silent", "bool", "other ranks reported a failure but rank 0 did not (rank 0 is usually the one doing extra work)"),
+    FactSpec("exit_code", "int", "first non-zero exit code a launcher reported"),
+    FactSpec("signal", "str", "signal that ended a rank (SIGKILL, SIGTERM, SIGABRT, SIGSEGV, SIGBUS)"),
+    FactSpec("slowdown", "bool", "throughput fell sharply (>5x) shortly before the failure"),
+    FactSpec("step", "int", "last training step / progress count seen before the failure"),
+    FactSpec("no_error_lines", "bool", "the log shows no error at all: a silent hang"),
+    FactSpec("hosts", "list", "host names seen in NCCL lines"),
+    FactSpec("storage", "str", "where checkpoints and logs are written",
+             ("local-nvme", "network-fs", "object-store", "tmpfs")),
+    FactSpec("container", "str", "how the ranks run", ("bare-metal", "docker", "kubernetes", "slurm", "vm")),
+    FactSpec("interconnect", "str", "how GPUs/nodes talk",
+             ("nvlink", "pcie", "infiniband", "roce", "ethernet", "efa")),
+    FactSpec("saves_optimizer", "bool", "checkpoints include the optimizer state"),
+    FactSpec("sharded_checkpoint", "bool", "each rank writes its own shard (FSDP/DCP/ZeRO) rather than rank 0 gathering everything"),
+    FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),
+    FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
+    FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
+]
+FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
+
+# Exception types raised *because* a collective or the launcher failed: consequences, not causes.
+_CASCADE_EXCEPTIONS = re.compile(
+    r"(?:DistBackendError|DistError|DistStoreError|DistNetworkError|ChildFailedError|SignalException"
+    r"|RendezvousClosedError|KeyboardInterrupt|SystemExit|BrokenPipeError|ConnectionResetError)$"
+)
+_CASCADE_MESSAGE = re.compile(
+    r"NCCL|[Gg]loo|ProcessGroup|[Ww]atchdog|collective|timed out|[Tt]imeout|SIGTERM|signal|[Ss]ocket"
+    r"|[Cc]onnection (?:reset|closed|refused)|store|rendezvous|c10d|abort",
+)
+_OOM_MESSAGE = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
+
+_KV = {
+    "seq": re.compile(r"SeqNum=(\d+)"),
+    "op": re.compile(r"OpType=(\w+)"),
+    "nin": re.compile(r"NumelIn=(-?\d+)"),
+    "nout": re.compile(r"NumelOut=(-?\d+)"),
+    "tmo": re.compile(r"Timeout\(ms\)=(\d+)"),
+    "ran": re.compile(r"ran for (\d+) milliseconds"),
+    "rank": re.compile(r"\[(?:PG[^\]]{0,80}?)?Rank (\d+)\]"),
+}
+
+_GLOG_TS = re.compile(r"(?:^|[\[\s:])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)?")
+_ISO_TS = re.compile(r"(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+
+
+def timestamp_of(text: str) -> tuple[int, int, int] | None:
+    """(month, day, second-of-day) from a glog or ISO timestamp on the line; years are ignored
+    because glog lines have none and a job rarely spans New Year."""
+    m = _ISO_TS.search(text)
+    if m:
+        _, mo, d, hh, mm, ss = (int(x) for x in m.groups())
+        return mo, d, hh * 3600 + mm * 60 + ss
+    m = _GLOG_TS.search(text)
+    if m:
+        mo, d, hh, mm, ss = (int(x) for x in m.groups())
+        if 1 <= mo <= 12 and 1 <= d <= 31:
+            return mo, d, hh * 3600 + mm * 60 + ss
+    return None
+
+
+def op_family(op: str) -> str:
+    o = op.lower().lstrip("_")
+    table = [
+        ("reduce_scatter", "reduce_scatter"), ("reducescatter", "reduce_scatter"),
+        ("allgather", "allgather"), ("all_gather", "allgather"),
+        ("allreduce", "allreduce"), ("all_reduce", "allreduce"),
+        ("alltoall", "alltoall"), ("all_to_all", "alltoall"),
+        ("broadcast", "broadcast"), ("barrier", "barrier"),
+        ("send", "send_recv"), ("recv", "send_recv"),
+        ("reduce", "reduce"), ("gather", "gather"), ("scatter", "scatter"),
+    ]
+    for key, fam in table:
+        if key in o:
+            return fam
+    return "other"
+
+
+# Path segments that place a traceback frame inside a framework's own code (a site-packages
+# install or a source checkout), innermost first when several match.
+FRAMEWORK_PATHS = [
+    ("llamafactory/", "llama-factory"), ("open_r1/", "open-r1"), ("trl/", "trl"), ("torchtitan/", "torchtitan"),
+    ("pytorch_lightning/", "lightning"), ("lightning/pytorch/", "lightning"), ("lightning/fabric/", "lightning"),
+    ("lightning_fabric/", "lightning"), ("deepspeed/", "deepspeed"), ("accelerate/", "accelerate"),
+    ("transformers/", "transformers"),
+]
+_LIBRARY_PATH = re.compile(r"(?:site-packages|dist-packages)/torch/|/torch/(?:distributed|nn|utils|_dynamo|cuda)/|/lib/python3\.\d+/(?!site-packages|dist-packages)|<frozen |^<")
+
+
+def frame_owner(path: str) -> str | None:
+    """'torch' for torch/stdlib frames, a framework id for framework code, None for user code."""
+    p = path.replace("\\", "/")
+    if _LIBRARY_PATH.search(p):
+        return "torch"
+    for marker, fw in FRAMEWORK_PATHS:
+        if marker in p:
+            return fw
+    if "site-packages/" in p or "dist-packages/" in p:
+        return "library"
+    return None
+
+
+# --- the fact probes: message formats of PyTorch, NCCL and the launchers ----------------------
+
+@dataclass(frozen=True)
+class FactProbe:
+    id: str
+    pattern: str
+    ignore_case: bool = True
+
+
+FACT_PROBES: list[FactProbe] = [
+    # ProcessGroupNCCL WorkNCCL descriptions (watchdog timeout, desync report, "Timeout at NCCL work")
+    FactProbe("work-nccl", r"WorkNCCL\(SeqNum=\d+", ignore_case=False),
+    FactProbe("work-progress", r"last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"),
+    FactProbe("gloo-timeout", r"Timed out waiting (?P<ms>\d+) ?ms for (?:recv|send) operation"),
+    FactProbe("torch-version", r"(?:\btorch(?:==| version[: ]|-)|PyTorch version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:dev|a|rc)\d*)?(?:\+\w+)?)"),
+    FactProbe("nccl-version", r"NCCL version (?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?"),
+    FactProbe("nccl-compiled", r"compiled with NCCL (?P<v>\d+\.\d+(?:\.\d+)?)"),
+    FactProbe("cuda-version", r"\bCUDA (?:runtime |Version:? |version:? )(?P<v>\d+\.\d+)"),
+    FactProbe("transformers-version", r"\btransformers(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)"),
+    FactProbe("member", r"GLOBAL_RANK: (?P<rank>\d+), MEMBER: (?P<member>\d+)/(?P<world>\d+)"),
+    FactProbe("lf-tasks", r"Initializing (?P<world>\d+) distributed tasks at: (?P<host>[\w.:\[\]-]+?):(?P<port>\d+)"),
+    FactProbe("nranks", r"\brank (?P<rank>\d+) nranks (?P<world>\d+)\b"),
+    FactProbe("world-size-kv", r"\b(?:world_size|WORLD_SIZE)[=:] ?(?P<world>\d+)"),
+    FactProbe("nnodes", r"(?:--nnodes[= ]|\bnnodes[=:] ?|\bnum_nodes[=:] ?|NNODES=|--nodes[= ]|\bmin_nodes: ?)(?P<n>\d+)"),
+    FactProbe("nproc", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node[=:] ?|NPROC_PER_NODE=|\bdevices[=:] ?|\bgpus[=:] ?|\bnGpus )(?P<n>\d+)\b"),
+    FactProbe("nccl-host", r"(?m)^(?:\[(?:rank|default)\d+\]:)?(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL (?:INFO|WARN)|[\w/.]+:\d+ NCCL WARN)", ignore_case=False),
+    FactProbe("nccl-test-rank", r"Rank +(?P<rank>\d+) (?:Group +\d+ )?(?:Pid +\d+ )?on +(?P<host>[\w.-]+) device +(?P<dev>\d+)"),
+    FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
+    FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
+    FactProbe("clients-joined", r"(?P<joined>\d+)/(?P<world>\d+) clients joined"),
+    FactProbe("exception-line", r"(?m)^(?:\[(?:rank|default)\d+\]:)? ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
+    FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
+    FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line \d+, in (?P<func>[\w<>.]+)', ignore_case=False),
+    FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
+    FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"),
+    FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]"),
+    FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)"),
+    FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}"),
+    FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)"),
+    FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})"),
+    FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters"),
+    FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False),
+    FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False),
+    # message wording that only some torch releases print (shared/reference/facts.md §1.4)
+    FactProbe("wording-pg-guid", r"\[PG ID \d+ PG GUID", ignore_case=False),
+    FactProbe("wording-pg-rank", r"\[PG \d+ Rank \d+\]", ignore_case=False),
+    FactProbe("wording-detected-at-work", r"Exception \(either an error or timeout\) detected by watchdog at work", ignore_case=False),
+    FactProbe("wording-heartbeat-24", r"Heartbeat monitor timed out! Process will be terminated", ignore_case=False),
+    FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False),
+    FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False),
+    FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False),
+]
+
+# What each wording proves about the torch release, as (lower, upper-exclusive) bounds.
+_WORDING_RANGES = {
+    "wording-pg-guid": ("2.6", None),
+    "wording-pg-rank": ("2.3", "2.6"),
+    "wording-detected-at-work": ("2.4", "2.6"),
+    "wording-heartbeat-24": ("2.3", "2.5"),
+    "wording-cudaeventdestroy": ("2.5", None),
+    "wording-nccl-watchdog-thread": (None, "2.3"),
+    "wording-monitor-22": ("2.2", "2.3"),
+}
+
+
+def fact_probes() -> list[Probe]:
+    return [Probe(f"fact:{p.id}", p.pattern, "fact", p.id, p.ignore_case) for p in FACT_PROBES]
+
+
+# --- the collector ----------------------------------------------------------------------------
+
+_MAX_RANKS = 8192
+_MAX_EVENTS = 256
+
+
+@dataclass
+class _Value:
+    value: Any
+    line: int | None
+    text: str | None
+    origin: str = "log"
+    detail: str | None = None
+
+
+@dataclass
+class _RankReport:
+    seq: int | None = None
+    op: str | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    line: int | None = None
+
+
+@dataclass
+class FactCollector:
+    """Accumulates facts from scanner hits in bounded memory."""
+
+    phase_of: dict[str, str] = field(default_factory=dict)  # phase probe id -> phase
+    framework_detect: dict[str, tuple[str, float]] = field(default_factory=dict)  # probe id -> (fw, w)
+    framework_versions: dict[str, str] = field(default_factory=dict)  # probe id -> fw
+    values: dict[str, _Value] = field(default_factory=dict)
+    reports: dict[int, _RankReport] = field(default_factory=dict)
+    events: list[FailureEvent] = field(default_factory=list)
+    framework_score: Counter = field(default_factory=Counter)
+    framework_evidence: dict[str, tuple[int, str]] = field(default_factory=dict)
+    fw_versions: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    hosts: dict[str, set[int]] = field(default_factory=dict)
+    phase_now: tuple[str, int, str] | None = None
+    phase_at_failure: tuple[str, int, str] | None = None
+    wording: list[tuple[str, int, str]] = field(default_factory=list)
+    rates: list[tuple[int, float]] = field(default_factory=list)  # (line, throughput) samples
+    step_now: tuple[int, int] | None = None
+    step_at_failure: tuple[int, int] | None = None
+    exceptions: list[tuple[int, str, str, bool]] = field(default_factory=list)  # line, type, msg, cascade
+    tracebacks: dict[int | None, tuple[int, list[str]]] = field(default_factory=dict)  # rank -> (start line, frame paths)
+    last_traceback: int | None = None
+    exception_owner: str | None = None
+    first_timeout_line: int | None = None
+    ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
+    error_lines: int = 0
+
+    # -- listener --
+    def on_hit(self, hit: LineHit) -> None:
+        kind = hit.probe.kind
+        if kind == "fact":
+            handler = getattr(self, "_on_" + hit.probe.owner.replace("-", "_"), None)
+            if handler is not None:
+                handler(hit)
+        elif kind == "phase":
+            self.phase_now = (hit.probe.owner, hit.line_no, hit.text)
+        elif kind == "framework":
+            fw, weight = hit.probe.payload
+            if self.framework_score[fw] < 100:
+                self.framework_score[fw] += weight
+                self.framework_evidence.setdefault(fw, (hit.line_no, hit.text))
+        elif kind == "version":
+            version = hit.group("version")
+            if version:
+                self.fw_versions.setdefault(hit.probe.owner, (version, hit.line_no, hit.text))
+
+    def on_event(self, event: FailureEvent) -> None:
+        """A KB signature declared its line a failure of some kind (see Signature.event)."""
+        if event.kind != "cascade":
+            self.error_lines += 1
+        if len(self.events) < _MAX_EVENTS:
+            self.events.append(event)
+        if event.kind != "cascade" and self.phase_at_failure is None:
+            self.phase_at_failure = self.phase_now
+            self.step_at_failure = self.step_now
+        if event.kind in ("timeout", "heartbeat", "store-timeout") and self.first_timeout_line is None:
+            self.first_timeout_line = event.line
+
+    # -- helpers --
+    def _set(self, name: str, value: Any, hit: LineHit | None, *, overwrite: bool = False, origin: str = "log", detail: str | None = None) -> None:
+        if name in self.values and not overwrite:
+            return
+        self.values[name] = _Value(value, hit.line_no if hit else None, hit.text[:400] if hit else None, origin, detail)
+
+    def _report(self, rank: int) -> _RankReport | None:
+        if rank not in self.reports and len(self.reports) >= _MAX_RANKS:
+            return None
+        return self.reports.setdefault(rank, _RankReport())
+
+    # -- fact handlers, one per FACT_PROBES id --
+    def _on_work_nccl(self, hit: LineHit) -> None:
+        t = hit.text
+        found = {k: (m.group(1) if (m := rx.search(t)) else None) for k, rx in _KV.items()}
+        rank = int(found["rank"]) if found["rank"] else hit.rank
+        if found["tmo"]:
+            self._set("timeout_ms", int(found["tmo"]), hit)
+        if found["ran"]:
+            self._set("ran_for_ms", int(found["ran"]), hit)
+        if found["op"]:
+            self._set("op_type", found["op"], hit)
+            self._set("op_family", op_family(found["op"]), hit)
+        if found["seq"]:
+            self._set("seq_num", int(found["seq"]), hit)
+            seq = int(found["seq"])
+            if found["op"] and len(self.ops_by_seq) < 1024:
+                self.ops_by_seq.setdefault(seq, set()).add(found["op"].lower().lstrip("_"))
+        if found["nin"] and found["nout"]:
+            nin, nout = int(found["nin"]), int(found["nout"])
+            self._set("numel_in", nin, hit)
+            self._set("numel_out", nout, hit)
+            if found["op"] and "gather" in found["op"].lower() and nin > 0 and nout % nin == 0:
+                self._set("group_size", nout // nin, hit)
+        if rank is not None and "caught collective operation timeout" in t.lower() or (rank is not None and "Timeout at NCCL work" in t):
+            report = self._report(rank)
+            if report is not None and report.seq is None:
+                report.seq = int(found["seq"]) if found["seq"] else None
+                report.op = found["op"]
+                report.line = hit.line_no
+
+    def _on_work_progress(self, hit: LineHit) -> None:
+        m = _KV["rank"].search(hit.text)
+        rank = int(m.group(1)) if m else hit.rank
+        if rank is None:
+            return
+        report = self._report(rank)
+        if report is not None:
+            report.last_enqueued, report.last_completed = int(hit.group("enq")), int(hit.group("done"))
+            report.line = report.line or hit.line_no
+
+    def _on_gloo_timeout(self, hit: LineHit) -> None:
+        self._set("timeout_ms", int(hit.group("ms")), hit)
+        self._set("backend", "gloo", hit)
+        if hit.rank is not None:
+            self._report(hit.rank)
+
+    def _on_torch_version(self, hit: LineHit) -> None:
+        self._set("torch_version", hit.group("v"), hit)
+        cu = re.search(r"\+cu(\d+)(\d)\b", hit.group("v") or "")
+        if cu:
+            self._set("cuda_version", f"{cu.group(1)}.{cu.group(2)}", hit, origin="inferred", detail="from the torch build tag")
+
+    def _on_nccl_version(self, hit: LineHit) -> None:
+        self._set("nccl_version", hit.group("v"), hit)
+        if hit.group("cuda"):
+            self._set("cuda_version", hit.group("cuda"), hit)
+        self._set("backend", "nccl", hit)
+
+    def _on_nccl_compiled(self, hit: LineHit) -> None:
+        self._set("nccl_version", hit.group("v"), hit)
+
+    def _on_cuda_version(self, hit: LineHit) -> None:
+        self._set("cuda_version", hit.group("v"), hit)
+
+    def _on_transformers_version(self, hit: LineHit) -> None:
+        self._set("transformers_version", hit.group("v"), hit)
+
+    def _on_member(self, hit: LineHit) -> None:
+        self._set("world_size", int(hit.group("world")), hit)
+
+    def _on_lf_tasks(self, hit: LineHit) -> None:
+        self._set("world_size", int(hit.group("world")), hit)
+        self._rendezvous(hit.group("host"), hit)
+
+    def _on_nranks(self, hit: LineHit) -> None:
+        self._set("world_size", int(hit.group("world")), hit)
+
+    def _on_world_size_kv(self, hit: LineHit) -> None:
+        self._set("world_size", int(hit.group("world")), hit)
+
+    def _on_nnodes(self, hit: LineHit) -> None:
+        n = int(hit.group("n"))
+        if 0 < n < 100000:
+            self._set("nodes", n, hit)
+
+    def _on_nproc(self, hit: LineHit) -> None:
+        n = int(hit.group("n"))
+        if 0 < n <= 64:
+            self._set("gpus_per_node", n, hit)
+
+    def _on_nccl_host(self, hit: LineHit) -> None:
+        host = hit.group("host")
+        if host and (host in self.hosts or len(self.hosts) < 4096):
+            devs = self.hosts.setdefault(host, set())
+            if len(devs) < 64:
+                devs.add(int(hit.group("dev")))
+        self._set("backend", "nccl", hit)
+
+    def _on_nccl_test_rank(self, hit: LineHit) -> None:
+        host = hit.group("host")
+        if host and (host in self.hosts or len(self.hosts) < 4096):
+            self.hosts.setdefault(host, set()).add(int(hit.group("dev")))
+
+    def _on_connect_target(self, hit: LineHit) -> None:
+        host = next((hit.group(g) for g in ("h1", "h2", "h3", "h4", "h5", "h6") if hit.group(g)), None)
+        if host:
+            self._rendezvous(host, hit)
+
+    def _rendezvous(self, host: str, hit: LineHit) -> None:
+        host = host.strip("[]")
+        self._set("rendezvous_host", host, hit)
+        if "rendezvous_loopback" not in self.values:
+            loop = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
+            self._set("rendezvous_loopback", loop, hit)
+
+    def _on_store_timeout(self, hit: LineHit) -> None:
+        s = hit.group("s1") or hit.group("s2")
+        ms = hit.group("ms") or hit.group("ms2")
+        seconds = int(s) if s else (int(ms) // 1000 if ms else None)
+        if seconds is not None and "collective operation" not in hit.text:
+            self._set("store_timeout_s", seconds, hit)
+
+    def _on_clients_joined(self, hit: LineHit) -> None:
+        self._set("clients_joined", int(hit.group("joined")), hit)
+        self._set("world_size", int(hit.group("world")), hit)
+
+    def _on_traceback_start(self, hit: LineHit) -> None:
+        if hit.rank in self.tracebacks or len(self.tracebacks) < 256:
+            self.tracebacks[hit.rank] = (hit.line_no, [])
+            self.last_traceback = hit.rank
+
+    def _open_traceback(self, rank: int | None):
+        """The traceback a frame or exception line belongs to: its rank's, else the latest one
+        (a pasted traceback often lost the rank prefix of its first line)."""
+        if rank in self.tracebacks:
+            return rank
+        return self.last_traceback if self.last_traceback in self.tracebacks else None
+
+    def _on_frame(self, hit: LineHit) -> None:
+        tb = self.tracebacks.get(self._open_traceback(hit.rank))
+        if tb is not None and len(tb[1]) < 128:
+            tb[1].append(hit.group("path") or "")
+
+    def _on_exception_line(self, hit: LineHit) -> None:
+        etype = hit.group("type") or ""
+        msg = (hit.group("msg") or "").strip()
+        short = etype.rsplit(".", 1)[-1]
+        if short in ("Warning", "UserWarning") or short.endswith("Warning"):
+            return
+        tb = self.tracebacks.pop(self._open_traceback(hit.rank), None)
+        cascade = bool(_CASCADE_EXCEPTIONS.search(short) or _CASCADE_MESSAGE.search(msg))
+        oom = bool(_OOM_MESSAGE.search(etype + " " + msg))
+        if len(self.exceptions) < _MAX_EVENTS:
+            self.exceptions.append((hit.line_no, etype, msg[:300], cascade or oom))
+        if not cascade and not oom:
+            if "user_exception" not in self.values:
+                self.exception_owner = _caller(tb[1]) if tb else None
+            self._set("user_exception", f"{short}: {msg}"[:300] if msg else short, hit)
+            self.on_event(FailureEvent(kind="exception", line=hit.line_no, rank=hit.rank, text=hit.text[:300], timestamp=timestamp_of(hit.text)))
+
+    def _on_exitcode(self, hit: LineHit) -> None:
+        code = int(hit.group("code"))
+        if code != 0:
+            self._set("exit_code", code, hit)
+
+    def _on_signal(self, hit: LineHit) -> None:
+        name = hit.group("name") or hit.group("name2")
+        num = hit.group("num") or hit.group("num2")
+        names = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
+        name = name or names.get(num or "", None)
+        if name:
+            # SIGTERM is what the launcher sends to the survivors: keep looking for a harder signal
+            self._set("signal", name, hit, overwrite=self.values.get("signal", _Value("SIGTERM", 0, "")).value == "SIGTERM")
+
+    def _on_tqdm(self, hit: LineHit) -> None:
+        cur, tot = int(hit.group("cur")), int(hit.group("tot"))
+        self.step_now = (cur, tot)
+        rate, unit = hit.group("rate"), hit.group("unit")
+        if rate:
+            value = float(rate)
+            per_sec = value if unit == "it/s" else (1.0 / value if value else 0.0)
+            self._sample_rate(hit.line_no, per_sec)
+
+    def _on_titan_step(self, hit: LineHit) -> None:
+        self.step_now = (int(hit.group("step")), 0)
+        self._sample_rate(hit.line_no, float(hit.group("tps").replace(",", "")))
+
+    def _on_hf_step(self, hit: LineHit) -> None:
+        if self.step_now is None:
+            self.step_now = (1, 0)
+
+    def _sample_rate(self, line: int, value: float) -> None:
+        if self.phase_at_failure is None:  # only the run-up to the failure matters
+            self.rates.append((line, value))
+            if len(self.rates) > 64:
+                del self.rates[:32]
+
+    def _on_model_size_name(self, hit: LineHit) -> None:
+        b = float(hit.group("b"))
+        if 0.05 <= b <= 2000:
+            self._set("model_size_b", b, hit, origin="inferred", detail="from the model name")
+
+    def _on_model_params(self, hit: LineHit) -> None:
+        n = int(hit.group("n").replace(",", ""))
+        if n >= 10_000_000:
+            self._set("model_size_b", round(n / 1e9, 2), hit, overwrite=True)
+
+    def _on_titan_model_size(self, hit: LineHit) -> None:
+        self._on_model_params(hit)
+
+    def _on_backend_nccl(self, hit: LineHit) -> None:
+        self._set("backend", "nccl", hit)
+
+    def _on_backend_gloo(self, hit: LineHit) -> None:
+        self._set("backend", "gloo", hit)
+
+    def _wording(self, hit: LineHit) -> None:
+        if len(self.wording) < 16:
+            self.wording.append((hit.probe.owner, hit.line_no, hit.text[:300]))
+
+    _on_wording_pg_guid = _on_wording_pg_rank = _on_wording_detected_at_work = _wording
+    _on_wording_heartbeat_24 = _on_wording_cudaeventdestroy = _wording
+    _on_wording_nccl_watchdog_thread = _on_wording_monitor_22 = _wording
+
+    # -- the result --
+    def finalize(self, ranks_prefixed: set[int], frameworks: dict[str, Any]) -> Facts:
+        v = dict(self.values)
+        out: dict[str, FactValue] = {}
+
+        def put(name: str, value: Any, line: int | None = None, text: str | None = None, origin: str = "log", detail: str | None = None) -> None:
+            out[name] = FactValue(value=value, origin=origin, line=line, text=text, detail=detail)
+
+        for name, val in v.items():
+            put(name, val.value, val.line, val.text, val.origin, val.detail)
+
+        self._finalize_framework(put, frameworks)
+        self._finalize_torch_wording(put, out)
+        self._finalize_ranks(put, out, ranks_prefixed)
+        self._finalize_topology(put, out)
+        self._finalize_failures(put, out)
+        return Facts(values=out, events=first_in_time(list(self.events))[:64])
+
+    def _finalize_framework(self, put, frameworks: dict[str, Any]) -> None:
+        if not self.framework_score:
+            return
+        candidates = {fw: s for fw, s in self.framework_score.items() if s >= 3}
+        if not candidates:
+            return
+        # a framework that builds on another one wins over it when both are seen
+        def specificity(fw: str, seen: frozenset = frozenset()) -> int:
+            parents = [p for p in (getattr(frameworks.get(fw), "builds_on", []) or []) if p not in seen]
+            return 1 + max((specificity(p, seen | {fw}) for p in parents), default=0) if parents else 0
+        best = max(candidates, key=lambda fw: (specificity(fw), candidates[fw], fw))
+        line, text = self.framework_evidence[best]
+        put("framework", best, line, text[:400], detail=f"detection score {candidates[best]:g}")
+        if best in self.fw_versions:
+            version, vline, vtext = self.fw_versions[best]
+            put("framework_version", version, vline, vtext[:400])
+
+    def _finalize_torch_wording(self, put, out) -> None:
+        if "torch_version" in out or not self.wording:
+            return
+        lo, hi = None, None
+        for probe, _, _ in self.wording:
+            a, b = _WORDING_RANGES[probe]
+            if a and (lo is None or _vkey(a) > _vkey(lo)):
+                lo = a
+            if b and (hi is None or _vkey(b) < _vkey(hi)):
+                hi = b
+        if lo is None and hi is None:
+            return
+        spec = ",".join(x for x in ((f">={lo}" if lo else ""), (f"<{hi}" if hi else "")) if x)
+        probe, line, text = self.wording[0]
+        value = lo if lo else _version_below(hi)
+        put("torch_version", value, line, text, origin="inferred", detail=f"message wording printed by torch {spec}")
+
+    def _finalize_open_tracebacks(self, put, out) -> None:
+        """A traceback cut off before its exception line (a truncated paste) still shows where it
+        failed; one that ends inside a torch collective is the cascade, not the cause."""
+        if "user_exception" in out:
+            return
+        for rank, (line, frames) in sorted(self.tracebacks.items(), key=lambda kv: kv[1][0]):
+            if not frames or frame_owner(frames[-1]) == "torch" and "distributed_c10d" in frames[-1]:
+                continue
+            owner = _caller(frames)
+            put("user_exception", "traceback without its final line (cut off)", line, None, origin="inferred",
+                detail=f"innermost frame: {frames[-1][-120:]}")
+            self.exception_owner = owner
+            self.events.append(FailureEvent(kind="exception", line=line, rank=rank, text="Traceback (most recent call last):"))
+            return
+
+    def _finalize_ranks(self, put, out, ranks_prefixed: set[int]) -> None:
+        reporting = sorted(self.reports)
+        if reporting:
+            put("ranks_reporting", reporting[:512])
+            put("reporting_count", len(reporting))
+            # only meaningful when the log shows other ranks too (a paste of rank 0's output alone
+            # says nothing about what the others reported)
+            others_visible = any(r != 0 for r in ranks_prefixed) or len(self.hosts) > 1
+            if others_visible:
+                put("only_rank0_reported", reporting == [0], origin="inferred")
+            progress = {
+                str(r): {"seq": rep.seq, "op": rep.op, "last_enqueued": rep.last_enqueued, "last_completed": rep.last_completed}
+                for r, rep in sorted(self.reports.items())[:256]
+            }
+            put("rank_progress", progress)
+            seqs = {rep.seq for rep in self.reports.values() if rep.seq is not None}
+            enq = {rep.last_enqueued for rep in self.reports.values() if rep.last_enqueued is not None}
+            put("seq_spread", len(seqs) > 1 or len(enq) > 1)
+            world = out.get("world_size")
+            rank0_exists = 0 in ranks_prefixed or (world is not None and isinstance(world.value, int) and world.value > 1)
+            if rank0_exists:
+                put("rank0_silent", 0 not in self.reports, origin="inferred")
+        if any(len(ops) > 1 for ops in self.ops_by_seq.values()):
+            put("op_mismatch", True)
+        if ranks_prefixed:
+            put("ranks_seen", sorted(ranks_prefixed)[:512])
+        world = out.get("world_size")
+        if world is None and ranks_prefixed and max(ranks_prefixed) + 1 > 1:
+            # the highest rank that printed anything bounds the world size from below
+            pass
+        if world is not None and reporting and isinstance(world.value, int) and world.value <= 65536:
+            silent = [r for r in range(world.value) if r not in self.reports]
+            put("silent_ranks", silent[:512], origin="inferred", detail=f"world size {world.value} minus the ranks that reported")
+
+    def _finalize_topology(self, put, out) -> None:
+        if self.hosts:
+            hosts = sorted(self.hosts)
+            put("hosts", hosts[:64])
+            if "nodes" not in out:
+                put("nodes", len(hosts), origin="inferred", detail="distinct host names in NCCL lines")
+            if "gpus_per_node" not in out:
+                per = max(len(d) for d in self.hosts.values())
+                if per > 1:
+                    put("gpus_per_node", per, origin="inferred", detail="distinct GPU indices per host in NCCL lines")
+
+    def _finalize_failures(self, put, out) -> None:
+        self._finalize_open_tracebacks(put, out)
+        events = first_in_time([e for e in self.events if e.kind != "cascade"])
+        if events:
+            first = events[0]
+            put("first_failure", first.kind, first.line, first.text)
+            put("failure_kinds", sorted({e.kind for e in events}))
+        else:
+            put("no_error_lines", self.error_lines == 0 and not self.exceptions and not self.tracebacks, origin="inferred",
+                detail="no failure message was recognised in the log")
+        if self.phase_at_failure or (self.phase_now and not events):
+            phase, line, text = self.phase_at_failure or self.phase_now
+            step = self.step_at_failure or self.step_now
+            if phase == "train" and step is not None and step[0] <= 1:
+                put("phase", "first-step", line, text, origin="inferred", detail=f"progress at step {step[0]} when it failed")
+            elif phase in ("train", "eval") and step is not None and step[1] and step[0] >= step[1]:
+                put("phase", "end-of-epoch", line, text, origin="inferred", detail=f"progress bar at {step[0]}/{step[1]}")
+            else:
+                put("phase", phase, line, text, origin="inferred", detail="the last phase cue before the failure")
+        if self.step_at_failure or self.step_now:
+            put("step", (self.step_at_failure or self.step_now)[0], origin="inferred")
+        if "user_exception" in out and self.exception_owner is not None:
+            owner = self.exception_owner
+            put("exception_module", owner, detail="innermost traceback frame outside torch")
+            put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
+        user_exc = [x for x in self.exceptions if not x[3]]
+        if user_exc and self.first_timeout_line is not None:
+            put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")
+        if len(self.rates) >= 3:
+            values = [r for _, r in self.rates]
+            before = statistics.median(values[:-1])
+            if before > 0 and values[-1] < before / 5:
+                put("slowdown", True, self.rates[-1][0], None, origin="inferred",
+                    detail=f"throughput fell from ~{before:g} to {values[-1]:g} per second")
+
+
+def _caller(frames: list[str]) -> str:
+    """Who called into the failing code: the innermost frame that is neither torch nor stdlib."""
+    for path in reversed(frames):
+        owner = frame_owner(path)
+        if owner != "torch":
+            return owner or "user"
+    return "user"
+
+
+def first_in_time(events: list[FailureEvent]) -> list[FailureEvent]:
+    """Events earliest first: by timestamp when every event has one (ranks' logs are often
+    concatenated rank by rank, so log order is not time order), else by line."""
+    if events and all(e.timestamp is not None for e in events):
+        return sorted(events, key=lambda e: (tuple(e.timestamp), e.line))
+    return sorted(events, key=lambda e: e.line)
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def _version_below(v: str) -> str:
+    major, minor = _vkey(v)[:2]
+    return f"{major}.{max(minor - 1, 0)}"

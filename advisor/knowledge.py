@@ -1,0 +1,398 @@
+"""Loading and validating the knowledge base: every error names the file and the field.
+
+The built-in KB ships inside the package (`advisor/kb` in a wheel; the repository's top-level
+`kb/` in a source checkout). Teams add their own cause and framework files with `--kb DIR` or the
+`ADVISOR_KB_PATH` environment variable (several directories separated by the OS path separator);
+a team file whose id equals a built-in one replaces it.
+
+YAML is only ever loaded with the safe loader, files over 1 MiB are refused, and anchors/aliases
+are refused too (a "billion laughs" file would otherwise make every later walk exponential).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from advisor import schema
+from advisor.regex import PatternError, compile_pattern
+
+ENV_KB_PATH = "ADVISOR_KB_PATH"
+MAX_KB_FILE = 1 << 20
+
+try:  # libyaml when available: several times faster, same safety
+    _SafeLoader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _SafeLoader = yaml.SafeLoader
+
+
+class KBError(Exception):
+    """One problem in one KB file, at one field."""
+
+    def __init__(self, file: str | Path, field: str, message: str):
+        self.file = str(file)
+        self.field = field
+        self.message = message
+        super().__init__(f"{self.file}: {field}: {message}")
+
+
+class KBInvalid(Exception):
+    """The KB failed validation; `errors` lists every problem found, not just the first."""
+
+    def __init__(self, errors: list[KBError]):
+        self.errors = errors
+        lines = "\n".join(f"  - {e}" for e in errors[:50])
+        more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        super().__init__(f"the knowledge base has {len(errors)} error(s):\n{lines}{more}")
+
+
+def builtin_kb_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "kb", here.parent / "kb"):
+        if (candidate / "codes.yaml").is_file():
+            return candidate
+    raise KBInvalid([KBError(here / "kb", "(directory)", "the built-in knowledge base is missing from this installation")])
+
+
+def extra_kb_dirs(cli_dirs: Iterable[str | Path] = ()) -> list[Path]:
+    dirs = [Path(d) for d in cli_dirs]
+    env = os.environ.get(ENV_KB_PATH, "")
+    dirs += [Path(d) for d in env.split(os.pathsep) if d.strip()]
+    return dirs
+
+
+# --- safe YAML --------------------------------------------------------------------------------
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise KBError(path, "(file)", f"cannot read: {exc.strerror or exc}") from None
+    if size > MAX_KB_FILE:
+        raise KBError(path, "(file)", f"{size} bytes is over the {MAX_KB_FILE}-byte limit for a KB file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise KBError(path, "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise KBError(path, "(file)", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise KBError(path, where, f"invalid YAML: {problem}") from None
+    _refuse_aliases(path, data)
+    return data
+
+
+def _refuse_aliases(path: Path, data: Any) -> None:
+    """Aliases make PyYAML share one object between places: find any container seen twice."""
+    seen: set[int] = set()
+    stack = [(data, "(top level)")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                raise KBError(path, where, "YAML anchors and aliases are not allowed in KB files")
+            seen.add(id(node))
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            for key, child in items:
+                stack.append((child, f"{where}.{key}" if where != "(top level)" else str(key)))
+
+
+def _validate(model: type[BaseModel], data: Any, path: Path) -> Any:
+    if not isinstance(data, dict):
+        raise KBInvalid([KBError(path, "(top level)", f"expected a mapping, got {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            loc = schema.describe_field(err["loc"])
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key (misspelled? see the KB guide in kb/README.md)"
+            errors.append(KBError(path, loc, msg))
+        raise KBInvalid(errors) from None
+
+
+# --- the KB -----------------------------------------------------------------------------------
+
+
+@dataclass
+class KnowledgeBase:
+    codes: dict[str, str]
+    causes: dict[str, schema.Cause]
+    frameworks: dict[str, schema.Framework]
+    phase_cues: list[schema.PhaseCue]
+    questions: dict[str, schema.Question]
+    sources: dict[str, Path] = field(default_factory=dict)
+    """KB object id -> the file it came from (for error messages)."""
+    digest: str = ""
+
+    def framework_id(self, name: str | None) -> str | None:
+        """A framework id from an id, a display name or an alias (case-insensitive)."""
+        if not name:
+            return None
+        key = name.strip().lower().replace("_", "-")
+        for fw in self.frameworks.values():
+            names = {fw.id, fw.name.lower(), *(a.lower().replace("_", "-") for a in fw.aliases)}
+            if key in names:
+                return fw.id
+        return None
+
+    @functools.cached_property
+    def probe_table(self):
+        from advisor.scan import Probe, ProbeTable
+        from advisor.facts import fact_probes
+
+        probes: list[Probe] = []
+        for cause in self.causes.values():
+            for sig in cause.signatures:
+                kind = "benign" if cause.benign else "signature"
+                probes.append(Probe(f"sig:{cause.id}:{sig.id}", sig.regex, kind, cause.id, not sig.case_sensitive, sig))
+        for i, cue in enumerate(self.phase_cues):
+            probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive))
+        for fw in self.frameworks.values():
+            for i, det in enumerate(fw.detect):
+                probes.append(Probe(f"fw:{fw.id}:{i}", det.regex, "framework", fw.id, not det.case_sensitive, (fw.id, det.weight)))
+            for i, ver in enumerate(fw.versions):
+                probes.append(Probe(f"ver:{fw.id}:{i}", ver.regex, "version", fw.id, not ver.case_sensitive))
+        probes += fact_probes()
+        return ProbeTable(probes)
+
+
+def _kb_files(root: Path, sub: str) -> list[Path]:
+    folder = root / sub
+    return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def _collect(errors: list[KBError], fn, *args):
+    try:
+        return fn(*args)
+    except KBError as exc:
+        errors.append(exc)
+    except KBInvalid as exc:
+        errors.extend(exc.errors)
+    return None
+
+
+def load_kb(extra_dirs: Iterable[str | Path] = ()) -> KnowledgeBase:
+    """Load, validate and cross-check the built-in KB plus any team directories."""
+    extra = tuple(str(Path(d)) for d in extra_kb_dirs(extra_dirs))
+    return _load_cached(extra, _fingerprint(extra))
+
+
+def _fingerprint(extra: tuple[str, ...]) -> str:
+    """Cheap change detector (names, sizes, mtimes) so an edited KB file is never served stale."""
+    h = hashlib.sha256()
+    for root in (builtin_kb_dir(), *map(Path, extra)):
+        if not root.is_dir():
+            h.update(f"missing:{root}".encode())
+            continue
+        for path in sorted(root.rglob("*.yaml")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(extra: tuple[str, ...], fingerprint: str) -> KnowledgeBase:
+    errors: list[KBError] = []
+    root = builtin_kb_dir()
+    digest = hashlib.sha256()
+
+    def read(path: Path, model: type[BaseModel]):
+        data = _collect(errors, load_yaml, path)
+        if data is None:
+            return None
+        digest.update(path.name.encode())
+        digest.update(repr(data).encode())
+        return _collect(errors, _validate, model, data, path)
+
+    codes_file = root / "codes.yaml"
+    codes_model = read(codes_file, schema.Codes)
+    codes = dict(codes_model.causes) if codes_model else {}
+    phases_model = read(root / "phases.yaml", schema.PhaseCues)
+    questions_model = read(root / "questions.yaml", schema.Questions)
+    shared_model = read(root / "signatures.yaml", schema.SharedSignatures)
+    shared = {sig.id: sig for sig in shared_model.signatures} if shared_model else {}
+
+    sources: dict[str, Path] = {}
+    causes: dict[str, schema.Cause] = {}
+    frameworks: dict[str, schema.Framework] = {}
+    roots = [root] + [Path(d) for d in extra]
+    for i, kb_root in enumerate(roots):
+        if i and not kb_root.is_dir():
+            errors.append(KBError(kb_root, "(directory)", "no such KB directory (from --kb or $" + ENV_KB_PATH + ")"))
+            continue
+        cause_files = _kb_files(kb_root, "causes") + ([] if i == 0 else [p for p in sorted(kb_root.glob("*.yaml"))])
+        for path in cause_files:
+            cause = read(path, schema.Cause)
+            if cause is None:
+                continue
+            cause = _resolve_shared(cause, shared, path, errors)
+            if cause.id in causes and i == 0:
+                errors.append(KBError(path, "id", f"duplicate cause id {cause.id!r} (also in {sources[cause.id]})"))
+            causes[cause.id] = cause
+            sources[cause.id] = path
+        for path in _kb_files(kb_root, "frameworks"):
+            fw = read(path, schema.Framework)
+            if fw is None:
+                continue
+            if fw.id in frameworks and i == 0:
+                errors.append(KBError(path, "id", f"duplicate framework id {fw.id!r}"))
+            frameworks[fw.id] = fw
+            sources["framework:" + fw.id] = path
+
+    kb = KnowledgeBase(
+        codes=codes,
+        causes=causes,
+        frameworks=frameworks,
+        phase_cues=list(phases_model.cues) if phases_model else [],
+        questions={q.id: q for q in questions_model.questions} if questions_model else {},
+        sources=sources,
+        digest=digest.hexdigest()[:16],
+    )
+    sources["codes"] = codes_file
+    sources["phases"] = root / "phases.yaml"
+    sources["questions"] = root / "questions.yaml"
+    sources["signatures"] = root / "signatures.yaml"
+    errors.extend(cross_check(kb))
+    if errors:
+        raise KBInvalid(errors)
+    return kb
+
+
+def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignature], path: Path, errors: list[KBError]) -> schema.Cause:
+    """Fill in signatures that `use` a shared one (its regex, case and event; the cause's weight)."""
+    if not any(sig.use for sig in cause.signatures):
+        return cause
+    resolved = []
+    for i, sig in enumerate(cause.signatures):
+        if sig.use is None:
+            resolved.append(sig)
+            continue
+        base = shared.get(sig.use)
+        if base is None:
+            errors.append(KBError(path, f"signatures[{i}].use", f"no shared signature {sig.use!r} in signatures.yaml"))
+            continue
+        resolved.append(sig.model_copy(update={
+            "regex": base.regex, "case_sensitive": base.case_sensitive,
+            "event": sig.event or base.event, "note": sig.note or base.note,
+        }))
+    return cause.model_copy(update={"signatures": resolved})
+
+
+def cross_check(kb: KnowledgeBase) -> list[KBError]:
+    """What a schema alone cannot see: codes, fact names, regexes, knobs, calculators, ids."""
+    from advisor.facts import FACTS
+    from advisor.snippets import KNOBS
+    from advisor.tuning import CALCULATORS
+
+    errors: list[KBError] = []
+    fact_names = set(FACTS)
+
+    def regex_ok(file: Path, where: str, pattern: str, ignore_case: bool, groups: set[str] = frozenset()) -> None:
+        try:
+            compiled = compile_pattern(pattern, ignore_case)
+        except PatternError as exc:
+            errors.append(KBError(file, where, f"RE2 cannot compile this pattern: {exc}"))
+            return
+        missing = groups - set(compiled.groupindex)
+        if missing:
+            errors.append(KBError(file, where, f"the pattern needs the named group(s) {sorted(missing)}"))
+
+    for cause in kb.causes.values():
+        f = kb.sources[cause.id]
+        if kb.codes and cause.code not in kb.codes:
+            errors.append(KBError(f, "code", f"{cause.code!r} is not a code in codes.yaml"))
+        sig_ids = set()
+        for i, sig in enumerate(cause.signatures):
+            if sig.id in sig_ids:
+                errors.append(KBError(f, f"signatures[{i}].id", f"duplicate signature id {sig.id!r}"))
+            sig_ids.add(sig.id)
+            regex_ok(f, f"signatures[{i}].regex", sig.regex, not sig.case_sensitive, set(sig.captures))
+            for group, fact in sig.captures.items():
+                if fact not in fact_names:
+                    errors.append(KBError(f, f"signatures[{i}].captures.{group}", f"unknown fact {fact!r}"))
+        for i, rule in enumerate(cause.rules):
+            for name, cond in rule.when.items():
+                if name not in fact_names:
+                    errors.append(KBError(f, f"rules[{i}].when.{name}", f"unknown fact {name!r}; known facts: see advisor.facts.FACTS"))
+                    continue
+                spec = FACTS[name]
+                if spec.kind == "version" and isinstance(cond, str):
+                    try:
+                        from advisor.versions import parse_specifier
+
+                        parse_specifier(cond)
+                    except ValueError as exc:
+                        errors.append(KBError(f, f"rules[{i}].when.{name}", str(exc)))
+                if spec.domain and isinstance(cond, (str, list)):
+                    values = cond if isinstance(cond, list) else [cond]
+                    bad = [v for v in values if str(v) not in spec.domain]
+                    if bad:
+                        errors.append(KBError(f, f"rules[{i}].when.{name}", f"{bad} not in {list(spec.domain)}"))
+        for i, fix in enumerate(cause.fixes):
+            for j, setting in enumerate(fix.settings):
+                where = f"fixes[{i}].settings[{j}]"
+                if setting.knob and setting.knob not in KNOBS:
+                    errors.append(KBError(f, where + ".knob", f"unknown knob {setting.knob!r}; known: {sorted(KNOBS)}"))
+                if isinstance(setting.value, schema.Calc) and setting.value.calc not in CALCULATORS:
+                    errors.append(KBError(f, where + ".value.calc", f"unknown calculator {setting.value.calc!r}; known: {sorted(CALCULATORS)}"))
+            for name in fix.applies.frameworks:
+                if name not in kb.frameworks:
+                    errors.append(KBError(f, f"fixes[{i}].applies.frameworks", f"unknown framework {name!r}"))
+            for key in ("torch", "nccl", "framework_version"):
+                spec = getattr(fix.applies, key)
+                if spec:
+                    try:
+                        from advisor.versions import parse_specifier
+
+                        parse_specifier(spec)
+                    except ValueError as exc:
+                        errors.append(KBError(f, f"fixes[{i}].applies.{key}", str(exc)))
+        for kind in ("positive", "negative"):
+            for i, ex in enumerate(getattr(cause.examples, kind)):
+                for key in ex.answers:
+                    if key not in kb.questions:
+                        errors.append(KBError(f, f"examples.{kind}[{i}].answers.{key}", f"unknown question id {key!r}"))
+                if ex.expect_top and ex.expect_top not in kb.causes:
+                    errors.append(KBError(f, f"examples.{kind}[{i}].expect_top", f"unknown cause id {ex.expect_top!r}"))
+    for fw in kb.frameworks.values():
+        f = kb.sources["framework:" + fw.id]
+        for i, det in enumerate(fw.detect):
+            regex_ok(f, f"detect[{i}].regex", det.regex, not det.case_sensitive)
+        for i, ver in enumerate(fw.versions):
+            regex_ok(f, f"versions[{i}].regex", ver.regex, not ver.case_sensitive, {"version"})
+        for name in fw.knobs:
+            if name not in KNOBS:
+                errors.append(KBError(f, f"knobs.{name}", f"unknown knob {name!r}; known: {sorted(KNOBS)}"))
+        for name in fw.builds_on:
+            if name not in kb.frameworks:
+                errors.append(KBError(f, "builds_on", f"unknown framework {name!r}"))
+    for i, cue in enumerate(kb.phase_cues):
+        regex_ok(kb.sources["phases"], f"cues[{i}].regex", cue.regex, not cue.case_sensitive)
+    for qid, q in kb.questions.items():
+        if q.fact not in fact_names:
+            errors.append(KBError(kb.sources["questions"], f"questions.{qid}.fact", f"unknown fact {q.fact!r}"))
+    if kb.codes:
+        covered = {c.code for c in kb.causes.values()}
+        for code in kb.codes:
+            if code not in covered:
+                errors.append(KBError(kb.sources["codes"], f"causes.{code}", "no KB cause declares this code"))
+    return errors

@@ -1,0 +1,217 @@
+"""Ranking causes: signatures + fact rules + fuzzy symptom phrases, as one log-likelihood score.
+
+score(cause) = prior + sum(weights of its signatures seen in the log, each counted once)
+             + rule contributions over facts (see advisor.rules) + fuzzy symptom similarity.
+Scores become probabilities with a softmax that includes a "none of these" alternative, so a log
+with nothing recognisable reads as "no confident match" instead of a forced guess.
+
+Benign causes (harmless lines) are listed after every real cause with any evidence: a harmless
+line can be the answer only when it is all there is.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from advisor import schema
+from advisor.facts import FactCollector, timestamp_of
+from advisor.models import EvidenceLine, Facts, FailureEvent, RankedCause
+from advisor.rules import score_rules
+from advisor.scan import LineHit
+
+NONE_SCORE = 2.0
+"""the raw score of "none of these causes": a cause needs more than this to be more likely than not."""
+SCALE = 1.2
+"""softmax temperature, fitted (with NONE_SCORE) for calibration on the labelled cases and KB
+examples: see benchmarks/README.md."""
+DIAGNOSED = 0.5
+FUZZY_MIN = 82.0
+FUZZY_WEIGHT = 4.0
+_KEEP_LINES = 6
+
+
+@dataclass
+class _SigHits:
+    signature: schema.Signature
+    count: int = 0
+    lines: list[EvidenceLine] = field(default_factory=list)
+
+
+class SignatureCollector:
+    """Listens to the scanner for KB signature hits; reports failure events to the facts."""
+
+    def __init__(self, facts: FactCollector):
+        self.facts = facts
+        self.by_cause: dict[str, dict[str, _SigHits]] = defaultdict(dict)
+        self.benign_lines: set[int] = set()
+        self.notices: list[tuple[int, str, str]] = []  # line, text, cause id
+        self.captured: dict[str, tuple[str, int, str]] = {}
+
+    def on_hit(self, hit: LineHit) -> None:
+        if hit.probe.kind not in ("signature", "benign"):
+            return
+        sig: schema.Signature = hit.probe.payload
+        if hit.probe.kind == "benign":
+            self.benign_lines.add(hit.line_no)
+            if len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
+                self.notices.append((hit.line_no, hit.text[:300], hit.probe.owner))
+        elif hit.line_no in self.benign_lines:
+            return  # harmless lines are evidence for nothing else
+        slot = self.by_cause[hit.probe.owner].setdefault(sig.id, _SigHits(sig))
+        slot.count += 1
+        if len(slot.lines) < _KEEP_LINES:
+            slot.lines.append(EvidenceLine(line=hit.line_no, text=hit.text[:300], signature=sig.id, weight=sig.weight, rank=hit.rank))
+        elif slot.count % 64 == 0:
+            slot.lines[-1] = EvidenceLine(line=hit.line_no, text=hit.text[:300], signature=sig.id, weight=sig.weight, rank=hit.rank)
+        for group, fact in sig.captures.items():
+            value = hit.group(group)
+            if value is not None and fact not in self.captured:
+                self.captured[fact] = (value, hit.line_no, hit.text[:300])
+        if sig.event and hit.probe.kind != "benign":
+            self.facts.on_event(FailureEvent(
+                kind=sig.event, line=hit.line_no, rank=hit.rank, text=hit.text[:300],
+                timestamp=timestamp_of(hit.text), signature=f"{hit.probe.owner}:{sig.id}",
+            ))
+            if sig.event != "cascade" and hit.rank is not None and sig.event in ("timeout", "oom", "exception", "killed", "heartbeat", "nccl-error", "hardware"):
+                self.facts._report(hit.rank)
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_LOG_SYNTAX = re.compile(
+    r"^\s*(?:[\[{(<#]|\d|[IWEF]\d{3,4}\b|[\w.-]+:\d+:\d+|File \"|Traceback|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b"
+    r"|(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL)\b|NCCL\b)"
+)
+_CODE_SYNTAX = re.compile(r"[=_/\\|{}<>]|\w\.\w+\(|::|\w+\(\)")
+
+
+def prose(text: str, limit: int = 4000) -> str:
+    """The lines of `text` that read like a person's description rather than log output: any
+    line with CJK text, or several words with few digits and no log or code syntax. Fuzzy
+    symptom matching runs on these only, so a log line never 'fuzzily' matches a symptom."""
+    keep: list[str] = []
+    size = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if _CJK.search(line):
+            ok = True
+        else:
+            words = re.findall(r"[A-Za-z]{2,}", line)
+            digits = sum(ch.isdigit() for ch in line)
+            ok = len(words) >= 3 and digits <= len(line) * 0.08 and not _LOG_SYNTAX.match(line) and not _CODE_SYNTAX.search(line)
+        if ok:
+            keep.append(line)
+            size += len(line)
+            if size >= limit:
+                break
+    return "\n".join(keep)
+
+
+def fuzzy_scores(kb, text: str) -> dict[str, tuple[float, str]]:
+    """Best symptom-phrase similarity per cause for the prose in `text`, 0-100."""
+    text = prose(text)
+    if not text:
+        return {}
+    from rapidfuzz import fuzz  # imported only when there is prose to compare
+
+    lowered = text.lower()
+    best: dict[str, tuple[float, str]] = {}
+    for cause in kb.causes.values():
+        for phrase in (*cause.symptoms.en, *cause.symptoms.zh):
+            p = phrase.lower()
+            if len(p) > len(lowered) + 10:
+                continue
+            ratio = fuzz.partial_ratio(p, lowered) if len(p) <= len(lowered) else fuzz.ratio(p, lowered)
+            if ratio >= FUZZY_MIN and ratio > best.get(cause.id, (0, ""))[0]:
+                best[cause.id] = (ratio, phrase)
+    return best
+
+
+def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tuple[float, str]]) -> tuple[list[RankedCause], dict[str, float]]:
+    """Causes with any evidence, best first, and the raw score of every real cause."""
+    scored: list[tuple[float, schema.Cause, dict]] = []
+    for cause in kb.causes.values():
+        raw = cause.prior
+        lines: list[EvidenceLine] = []
+        for slot in hits.by_cause.get(cause.id, {}).values():
+            raw += slot.signature.weight
+            lines.extend(slot.lines)
+        rule_score, fact_evidence = score_rules(cause, facts, kb)
+        raw += rule_score
+        symptoms = []
+        if cause.id in fuzzy:
+            ratio, phrase = fuzzy[cause.id]
+            add = FUZZY_WEIGHT * (ratio - FUZZY_MIN) / (100 - FUZZY_MIN) + 1.0
+            raw += add
+            symptoms.append({"phrase": phrase, "similarity": round(ratio, 1), "weight": round(add, 2)})
+        has_evidence = bool(lines or symptoms or any(e.weight > 0 for e in fact_evidence))
+        lines.sort(key=lambda e: e.line)
+        scored.append((raw, cause, {"lines": lines, "facts": fact_evidence, "symptoms": symptoms, "any": has_evidence}))
+
+    real = [(raw, c, ev) for raw, c, ev in scored if not c.benign]
+    benign = [(raw, c, ev) for raw, c, ev in scored if c.benign]
+    probs = probabilities({c.id: raw for raw, c, _ in real})
+    out: list[RankedCause] = []
+
+    def make(raw: float, cause: schema.Cause, ev: dict, p: float) -> RankedCause:
+        return RankedCause(
+            code=cause.code, id=cause.id, title=cause.title, score=round(p, 4), raw_score=round(raw, 3),
+            summary=render_summary(cause.summary, facts), benign=cause.benign,
+            evidence={
+                "lines": [e.model_dump() for e in ev["lines"][:12]],
+                "facts": [f.model_dump() for f in sorted(ev["facts"], key=lambda f: -abs(f.weight))[:8]],
+                "symptoms": ev["symptoms"],
+            },
+        )
+
+    for raw, cause, ev in sorted(real, key=lambda t: (-t[0], t[1].id)):
+        if not ev["any"]:
+            continue
+        out.append(make(raw, cause, ev, probs[cause.id]))
+    for raw, cause, ev in sorted(benign, key=lambda t: (-t[0], t[1].id)):
+        if not ev["lines"] and not ev["symptoms"]:
+            continue
+        out.append(make(raw, cause, ev, probabilities({cause.id: raw})[cause.id]))
+    real_strong = [c for c in out if not c.benign and c.score >= 0.15]
+    if not real_strong:
+        # nothing real stands out: the harmless lines explain what the user saw
+        out.sort(key=lambda c: (not c.benign, -c.score))
+    return out, {c.id: raw for raw, c, _ in real}
+
+
+def probabilities(raw: dict[str, float]) -> dict[str, float]:
+    """Softmax over the causes plus "none of these"; the none share is under key ''."""
+    top = max([NONE_SCORE, *raw.values()]) * SCALE
+    exps = {k: math.exp(min(v, 60) * SCALE - top) for k, v in raw.items()}
+    exps[""] = math.exp(NONE_SCORE * SCALE - top)
+    z = sum(exps.values())
+    return {k: v / z for k, v in exps.items()}
+
+
+def render_summary(template: str, facts: Facts) -> str:
+    """Fill `{fact}` placeholders; a placeholder whose fact is unknown leaves the sentence general."""
+
+    def value(m: "re.Match[str]") -> str:
+        name = m.group(1)
+        if not facts.known(name):
+            return "?"
+        v = facts.get(name)
+        if name == "timeout_ms":
+            return _duration_ms(v)
+        return str(v)
+
+    text = re.sub(r"\{([a-z_]+)\}", value, template)
+    return re.sub(r"\s*\([^()]*\?[^()]*\)", "", text)
+
+
+def _duration_ms(ms: int) -> str:
+    seconds = int(ms) / 1000
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"

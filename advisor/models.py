@@ -1,0 +1,164 @@
+"""The diagnosis as data: what every front end (CLI, HTTP, TUI) receives from the core.
+
+`Diagnosis.model_dump(mode="json")` is the stable JSON contract documented in the README:
+`causes` best first, `facts`, `questions` best first, `fix`, plus `status`, `notices`,
+`fact_sources` and `ranks`. Add fields, never rename or remove them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FailureEvent(Model):
+    """A line the KB declared to be a failure of some kind (timeout, oom, exception, ...)."""
+
+    kind: str
+    line: int
+    rank: int | None = None
+    text: str = ""
+    timestamp: tuple[int, int, int] | None = None
+    signature: str | None = None
+
+
+class FactValue(Model):
+    value: Any
+    origin: Literal["log", "answer", "inferred", "flag"] = "log"
+    line: int | None = None
+    text: str | None = None
+    detail: str | None = None
+
+
+class Facts(Model):
+    values: dict[str, FactValue] = Field(default_factory=dict)
+    events: list[FailureEvent] = Field(default_factory=list)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        fact = self.values.get(name)
+        return default if fact is None else fact.value
+
+    def known(self, name: str) -> bool:
+        return name in self.values and self.values[name].value is not None
+
+
+class EvidenceLine(Model):
+    line: int
+    text: str
+    signature: str
+    weight: float
+    rank: int | None = None
+
+
+class EvidenceFact(Model):
+    fact: str
+    value: Any
+    weight: float
+    why: str
+    line: int | None = None
+
+
+class RankedCause(Model):
+    code: str
+    id: str
+    title: str
+    score: float = Field(description="probability-like confidence in [0, 1], best first")
+    raw_score: float = Field(description="sum of the log-likelihood weights behind `score`")
+    summary: str
+    benign: bool = False
+    evidence: dict[str, list[Any]] = Field(
+        default_factory=lambda: {"lines": [], "facts": [], "symptoms": []},
+        description="`lines`: matched log lines (line numbers 1-based); `facts`: facts used with weights; "
+        "`symptoms`: fuzzy matches of the free-text description",
+    )
+
+
+class QuestionOut(Model):
+    id: str
+    text: str
+    kind: str
+    choices: list[dict[str, str]] | None = None
+    unit: str | None = None
+    help: str | None = None
+    gain: float = Field(description="expected information gain in bits, or the value of the fix parameter")
+    reason: str
+
+
+class Snippet(Model):
+    framework: str
+    format: str
+    language: str
+    title: str
+    content: str
+
+
+class FixStep(Model):
+    id: str
+    kind: str
+    title: str
+    steps: str
+    mitigation: bool = False
+    caveat: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    derivations: list[str] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    applies: bool = True
+    applies_note: str | None = None
+
+
+class Fix(Model):
+    cause_id: str | None
+    summary: str
+    explanation: str
+    actions: list[FixStep] = Field(default_factory=list)
+    snippets: list[Snippet] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    next_run: list[str] = Field(default_factory=list, description="what to turn on to see more next time")
+
+
+class Notice(Model):
+    line: int
+    text: str
+    cause_id: str
+    title: str
+
+
+class RankRow(Model):
+    rank: int
+    state: Literal["timed-out", "failed", "silent", "printed"]
+    seq: int | None = None
+    op: str | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+
+
+class Diagnosis(Model):
+    status: Literal["diagnosed", "uncertain", "no-match"]
+    headline: str
+    causes: list[RankedCause]
+    facts: dict[str, Any]
+    fact_sources: dict[str, FactValue]
+    questions: list[QuestionOut]
+    fix: Fix
+    notices: list[Notice] = Field(default_factory=list)
+    ranks: list[RankRow] = Field(default_factory=list)
+    stats: dict[str, Any] = Field(default_factory=dict)
+    redactions: int = 0
+    version: str = "1"
+
+
+class DiagnoseRequest(Model):
+    """What a front end asks the core: the log and whatever the user already answered."""
+
+    log: str | bytes | None = None
+    description: str | None = Field(default=None, description="free-text description of the failure, any language")
+    answers: dict[str, str] = Field(default_factory=dict)
+    framework: str | None = None
+    mask_hosts: bool = Field(default=False, description="also mask host names and IP addresses in the output")
+    max_causes: int = Field(default=5, ge=1, le=50)
+    max_questions: int = Field(default=3, ge=0, le=20)

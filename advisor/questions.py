@@ -1,0 +1,142 @@
+"""Choosing the next question: the one whose answer is expected to teach the most.
+
+For each open question we look ahead at every answer it could get, using the same rule weights
+the matcher uses as likelihoods: P(answer | cause) is proportional to exp(weight of the cause's rules
+that the answer would fire). Expected information gain = entropy of the current belief over causes
+minus the expected entropy after the answer. A question whose answer cannot move the belief is not
+asked; once one cause is clear, only the facts its fix still needs are asked (e.g. the model size
+for a checkpoint timeout), and never a fact the log already gave.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from advisor import schema
+from advisor.facts import FACTS
+from advisor.matcher import probabilities
+from advisor.models import Facts, QuestionOut, RankedCause
+from advisor.rules import bin_points, fact_domain, rule_state, version_representatives
+from advisor.tuning import CALCULATORS
+
+MIN_GAIN = 0.05
+CLEAR = 0.9
+
+
+def answer_domain(kb, question: schema.Question) -> list[Any]:
+    if question.kind == "choice":
+        values: list[Any] = [c.value for c in question.choices]
+        return values
+    if question.kind == "yes_no":
+        return [True, False]
+    if question.kind == "number":
+        return bin_points(question.bins, integer=FACTS[question.fact].kind == "int")
+    specs = [str(r.when[question.fact]) for c in kb.causes.values() for r in c.rules
+             if question.fact in r.when and isinstance(r.when[question.fact], str)]
+    return version_representatives(specs)
+
+
+def _entropy(ps: list[float]) -> float:
+    return -sum(p * math.log2(p) for p in ps if p > 0)
+
+
+def _softmax(scores: list[float]) -> list[float]:
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    z = sum(exps)
+    return [e / z for e in exps]
+
+
+def information_gain(kb, question: schema.Question, raw: dict[str, float], facts: Facts) -> float:
+    """Expected reduction in entropy (bits) over causes + "none of these"."""
+    domain = answer_domain(kb, question)
+    if len(domain) < 2:
+        return 0.0
+    values = {k: v.value for k, v in facts.values.items()}
+    ids = list(raw)
+    probs = probabilities(raw)
+    prior = [probs[i] for i in ids] + [probs[""]]
+    likelihoods: list[list[float]] = []  # per cause (and none), P(answer) for each answer
+    for cid in ids:
+        rules = [r for r in kb.causes[cid].rules if question.fact in r.when]
+        if not rules:
+            likelihoods.append([1 / len(domain)] * len(domain))
+            continue
+        deltas = []
+        for a in domain:
+            trial = dict(values)
+            trial[question.fact] = a
+            deltas.append(sum(r.weight for r in rules if rule_state(r, trial) is True))
+        likelihoods.append(_softmax(deltas))
+    likelihoods.append([1 / len(domain)] * len(domain))
+    h0 = _entropy(prior)
+    expected = 0.0
+    for j in range(len(domain)):
+        joint = [prior[i] * likelihoods[i][j] for i in range(len(prior))]
+        p_answer = sum(joint)
+        if p_answer <= 0:
+            continue
+        expected += p_answer * _entropy([x / p_answer for x in joint])
+    return max(h0 - expected, 0.0)
+
+
+def _asked_already(question: schema.Question, facts: Facts, answered: set[str]) -> bool:
+    return question.id in answered or facts.known(question.fact)
+
+
+def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts: Facts, answered: set[str], limit: int) -> list[QuestionOut]:
+    if limit <= 0:
+        return []
+    real = [c for c in causes if not c.benign]
+    top = real[0] if real else None
+    clear = top is not None and top.score >= CLEAR
+    scored: list[tuple[float, schema.Question, str]] = []
+    # belief over the causes with any standing (the long tail adds noise, not information)
+    shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
+    for question in kb.questions.values():
+        if _asked_already(question, facts, answered):
+            continue
+        if not clear:
+            gain = information_gain(kb, question, shortlist, facts)
+            if gain >= MIN_GAIN:
+                scored.append((gain, question, f"its answer is expected to narrow the causes down ({gain:.2f} bits)"))
+    if top is not None and top.score >= 0.3:
+        for qid, reason in _fix_needs(kb, top, facts).items():
+            question = kb.questions.get(qid)
+            if question is None or _asked_already(question, facts, answered):
+                continue
+            value = 0.1 + 0.3 * top.score
+            existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
+            if existing is not None:
+                gain, q, why = scored[existing]
+                scored[existing] = (gain + value, q, why + "; " + reason)
+            else:
+                scored.append((value, question, reason))
+    scored.sort(key=lambda t: (-t[0], t[1].id))
+    return [_out(q, gain, why) for gain, q, why in scored[:limit]]
+
+
+def _fix_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
+    """Facts the top cause's fix would use to tailor its numbers or its snippet format."""
+    needs: dict[str, str] = {}
+    cause = kb.causes[top.id]
+    has_knobs = False
+    for fix in cause.fixes:
+        for setting in fix.settings:
+            if setting.knob:
+                has_knobs = True
+            if isinstance(setting.value, schema.Calc):
+                for fact in CALCULATORS[setting.value.calc](facts).missing:
+                    needs.setdefault(fact, "the fix's numbers are computed from it")
+    if has_knobs and not facts.known("framework"):
+        needs["framework"] = "the fix is written in your framework's own config format"
+    return needs
+
+
+def _out(q: schema.Question, gain: float, reason: str) -> QuestionOut:
+    return QuestionOut(
+        id=q.id, text=q.text, kind=q.kind,
+        choices=[{"value": c.value, "label": c.label} for c in q.choices] or None,
+        unit=q.unit, help=q.help, gain=round(gain, 3), reason=reason,
+    )

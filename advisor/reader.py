@@ -1,0 +1,108 @@
+"""Streams a log of any size as normalized byte blocks that end on line boundaries.
+
+Memory stays bounded by the block size whatever the input: a 1 GB multi-rank log is read in
+4 MiB blocks, a 200 MB line without a newline is cut into block-sized pieces. Normalization happens
+on bytes, before anything is decoded, so the scanner can skip the uninteresting 99.9% of a log
+without ever turning it into Python strings:
+
+* CRLF becomes LF; a lone CR (a progress bar redrawing itself) becomes LF, so the log message that
+  a tqdm bar was glued to stands on its own line. Line numbers therefore count those redraws.
+* ANSI colour and cursor sequences are removed.
+* NUL bytes become spaces (binary junk must not hide the text around it).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator
+
+BLOCK_SIZE = 4 << 20
+
+# CSI (colours, cursor moves), OSC (window titles, hyperlinks) and two-byte escapes.
+_ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    data: bytes
+    """normalized bytes; ends with LF unless the input ended (or a giant line was cut)."""
+    first_line: int
+    """1-based number of the line `data` starts on."""
+    continues_line: bool
+    """the first line of `data` continues the last line of the previous block (a cut giant line)."""
+
+
+def normalize(chunk: bytes) -> bytes:
+    if b"\r" in chunk:
+        chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if b"\x1b" in chunk:
+        chunk = _ANSI.sub(b"", chunk)
+    if b"\x00" in chunk:
+        chunk = chunk.replace(b"\x00", b" ")
+    return chunk
+
+
+def open_source(source: str | bytes | BinaryIO) -> BinaryIO:
+    """Text, bytes or a binary stream, as a binary stream."""
+    if isinstance(source, str):
+        return io.BytesIO(source.encode("utf-8", "surrogateescape"))
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(source))
+    return source
+
+
+def iter_blocks(
+    source: str | bytes | BinaryIO,
+    block_size: int = BLOCK_SIZE,
+    on_progress: Callable[[int], None] | None = None,
+) -> Iterator[Block]:
+    """Yield normalized blocks; `on_progress(bytes_read)` is called after every read."""
+    stream = open_source(source)
+    pending = b""  # an incomplete last line carried into the next block
+    line = 1
+    continues = False
+    total = 0
+    while True:
+        raw = stream.read(block_size)
+        if not raw:
+            break
+        total += len(raw)
+        if on_progress is not None:
+            on_progress(total)
+        # a CR at the very end may be the first half of a CRLF split across reads
+        if raw.endswith(b"\r"):
+            extra = stream.read(1)
+            total += len(extra)
+            raw += extra
+        data = pending + normalize(raw)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < block_size:
+            pending = data  # no line end yet: keep reading
+            continue
+        if cut == 0:
+            cut = len(data)  # a giant line: cut it, the next block continues it
+        block, pending = data[:cut], data[cut:]
+        yield Block(block, line, continues)
+        line += block.count(b"\n")
+        continues = not block.endswith(b"\n")
+    if pending:
+        yield Block(pending, line, continues)
+
+
+def decode(data: bytes) -> str:
+    """Bytes of a log as text: invalid UTF-8 becomes U+FFFD, never an exception."""
+    return data.decode("utf-8", "replace")
+
+
+def looks_binary(sample: bytes) -> bool:
+    """True for data that is not a text log (an image, an archive, a core dump).
+
+    Counts control bytes other than the whitespace and escape a terminal log contains; invalid
+    UTF-8 alone does not make a log binary (a latin-1 hostname is still text).
+    """
+    if not sample:
+        return False
+    control = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
+    return b"\x00" in sample[:4096] and control > len(sample) // 50 or control > len(sample) // 10

@@ -1,0 +1,275 @@
+"""Presenting a Diagnosis: terminal text (colour only on a TTY) and markdown for bots.
+
+Pure formatting: no diagnosis logic lives here. The one-line diagnosis comes first, then the fix,
+then the evidence (short unless verbose), as people reading at 3 a.m. want it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from advisor.models import Diagnosis, RankRow
+
+_RESET = "\x1b[0m"
+
+
+@dataclass
+class Style:
+    color: bool = False
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}{_RESET}" if self.color else text
+
+    def bold(self, t: str) -> str:
+        return self._wrap("1", t)
+
+    def dim(self, t: str) -> str:
+        return self._wrap("2", t)
+
+    def red(self, t: str) -> str:
+        return self._wrap("31;1", t)
+
+    def green(self, t: str) -> str:
+        return self._wrap("32", t)
+
+    def yellow(self, t: str) -> str:
+        return self._wrap("33", t)
+
+    def cyan(self, t: str) -> str:
+        return self._wrap("36", t)
+
+
+def paragraphs(text: str) -> list[str]:
+    """KB prose is hard-wrapped YAML: re-flow each paragraph, keep list items on their own line."""
+    out: list[str] = []
+    for block in text.strip().split("\n\n"):
+        current: list[str] = []
+        for line in block.split("\n"):
+            stripped = line.strip()
+            if stripped[:2] in ("- ", "* ") or (stripped[:1].isdigit() and stripped[1:3] in (". ", ") ")):
+                if current:
+                    out.append(" ".join(current))
+                current = [stripped]
+            elif stripped:
+                current.append(stripped)
+        if current:
+            out.append(" ".join(current))
+        out.append("")
+    return out[:-1]
+
+
+def _indent(text: str, prefix: str = "  ", width: int = 100) -> str:
+    out = []
+    for para in paragraphs(text):
+        if not para:
+            out.append("")
+            continue
+        out.extend(textwrap.wrap(para, width=max(width - len(prefix), 20), initial_indent=prefix, subsequent_indent=prefix,
+                                 break_on_hyphens=False, break_long_words=False) or [prefix])
+    return "\n".join(out)
+
+
+def rank_picture(rows: list[RankRow], max_cells: int = 64) -> list[str]:
+    """Which rank stopped where, as a strip of one character per rank plus a legend."""
+    if not rows:
+        return []
+    shown = rows[:max_cells]
+    symbol = {"timed-out": "T", "failed": "F", "silent": ".", "printed": "p"}
+    first, last = shown[0].rank, shown[-1].rank
+    strip = "".join(symbol[r.state] for r in shown)
+    lines = [f"ranks {first}-{last}: {strip}" + (f" ... (+{len(rows) - len(shown)} more)" if len(rows) > len(shown) else "")]
+    by_seq: dict[tuple, list[RankRow]] = {}
+    for r in rows:
+        if r.state == "timed-out":
+            by_seq.setdefault((r.op, r.seq), []).append(r)
+    for (op, seq), group in sorted(by_seq.items(), key=lambda kv: (kv[0][1] or 0)):
+        done = sorted({r.last_completed for r in group if r.last_completed is not None})
+        extra = f", last completed {'/'.join(map(str, done))}" if done else ""
+        lines.append(f"  T timed out in {op or 'a collective'} at SeqNum {seq}{extra}: {_ranges([r.rank for r in group])}")
+    failed = [r.rank for r in rows if r.state == "failed"]
+    if failed:
+        lines.append(f"  F reported an error: {_ranges(failed)}")
+    silent = [r.rank for r in rows if r.state == "silent"]
+    if silent:
+        lines.append(f"  . reported nothing: {_ranges(silent)} (the rank holding the others up is usually among these)")
+    if len(by_seq) > 1:
+        lines.append("  ranks stopped at different sequence numbers: they were out of step (collective mismatch or a skipped call)")
+    return lines
+
+
+def _ranges(ranks: list[int]) -> str:
+    ranks = sorted(set(ranks))
+    parts, start, prev = [], None, None
+    for r in ranks + [None]:
+        if start is None:
+            start = prev = r
+        elif r is not None and r == prev + 1:
+            prev = r
+        else:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = prev = r
+    text = ",".join(parts[:40])
+    return text + (" ..." if len(parts) > 40 else "")
+
+
+_SHOW_FACTS = ["framework", "framework_version", "torch_version", "nccl_version", "phase", "op_type", "timeout_ms",
+               "seq_num", "world_size", "nodes", "gpus_per_node", "model_size_b", "first_failure", "user_exception",
+               "heartbeat_timeout_s", "store_timeout_s", "rendezvous_host", "exit_code", "signal", "slowdown"]
+
+
+def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False, width: int = 100) -> str:
+    s = style or Style()
+    out: list[str] = []
+    head = d.headline
+    out.append(s.bold(s.red(head) if d.status == "diagnosed" else s.yellow(head)))
+    top = next((c for c in d.causes if not c.benign), None)
+    if top and d.status != "no-match":
+        out.append(s.dim(f"  cause {top.id} ({top.code}), confidence {top.score:.0%}"))
+    out.append("")
+
+    fix = d.fix
+    if fix.actions:
+        out.append(s.bold("Fix"))
+        for i, a in enumerate(fix.actions, 1):
+            tag = "mitigation" if a.mitigation else a.kind
+            out.append(f"  {i}. {s.cyan('[' + tag + ']')} {s.bold(a.title)}" + (s.dim(f"  ({a.applies_note})") if a.applies_note else ""))
+            out.append(_indent(a.steps, "     ", width))
+            for line in a.derivations:
+                out.append(_indent("= " + line, "     ", width))
+            if a.caveat:
+                out.append(_indent("Caveat: " + " ".join(a.caveat.split()), "     ", width))
+    if fix.snippets:
+        out.append("")
+        limit = len(fix.snippets) if verbose else 3
+        for sn in fix.snippets[:limit]:
+            out.append(s.bold(f"  {sn.title}") + s.dim(f"  [{sn.format}]"))
+            out.extend("    " + line for line in sn.content.rstrip("\n").split("\n"))
+            out.append("")
+        if len(fix.snippets) > limit:
+            out.append(s.dim(f"  ({len(fix.snippets) - limit} more snippets: --verbose or --json)"))
+    if fix.next_run and not fix.snippets:
+        out.append(s.bold("Next run"))
+        out.extend("  - " + n for n in fix.next_run)
+
+    if fix.explanation:
+        out.append(s.bold("Why"))
+        explanation = fix.explanation if verbose else fix.explanation.strip().split("\n\n")[0]
+        out.append(_indent(explanation, "  ", width))
+        out.append("")
+
+    if top and d.status != "no-match":
+        lines = top.evidence.get("lines", [])
+        facts = top.evidence.get("facts", [])
+        if lines or facts:
+            out.append(s.bold("Evidence"))
+            for e in lines[: (12 if verbose else 3)]:
+                where = "description" if e["line"] == 0 else f"line {e['line']}"
+                out.append(f"  {s.dim(where + ':')} {e['text'][: width - 16]}")
+            for f in facts[: (8 if verbose else 3)]:
+                sign = "+" if f["weight"] >= 0 else ""
+                out.append(f"  {s.dim('fact')} {f['fact']}={f['value']} ({sign}{f['weight']}): {f['why'][: width - 30]}")
+            out.append("")
+
+    picture = rank_picture(d.ranks)
+    if picture:
+        out.append(s.bold("Ranks"))
+        out.extend("  " + line for line in picture)
+        out.append("")
+
+    others = [c for c in d.causes if c is not top]
+    if others:
+        out.append(s.bold("Other candidates"))
+        for c in others[: (8 if verbose else 3)]:
+            label = "harmless" if c.benign else f"{c.score:.0%}"
+            out.append(f"  - {c.title} [{c.code}] {s.dim(label)}")
+        out.append("")
+
+    if d.notices:
+        out.append(s.bold("Harmless lines"))
+        for n in d.notices[: (10 if verbose else 2)]:
+            out.append(f"  {s.dim('line ' + str(n.line) + ':')} {n.title}")
+        out.append("")
+
+    if d.questions:
+        out.append(s.bold("To sharpen this, answer") + s.dim("  (--answer ID=VALUE, or --interactive)"))
+        for q in d.questions:
+            choices = f" [{'|'.join(c['value'] for c in q.choices)}]" if q.choices else ""
+            out.append(f"  {s.cyan(q.id)}: {q.text}{s.dim(choices)}")
+        out.append("")
+
+    if verbose:
+        shown = {k: v for k, v in d.facts.items() if k in _SHOW_FACTS}
+        if shown:
+            out.append(s.bold("Facts"))
+            for k in _SHOW_FACTS:
+                if k in shown:
+                    src = d.fact_sources.get(k)
+                    where = f" (line {src.line})" if src and src.line else f" ({src.origin})" if src and src.origin != "log" else ""
+                    out.append(f"  {k} = {shown[k]}{s.dim(where)}")
+            out.append("")
+    if fix.references:
+        out.append(s.bold("References"))
+        out.extend("  " + u for u in fix.references[: (20 if verbose else 4)])
+    if d.redactions:
+        out.append(s.dim(f"\n{d.redactions} secret(s) in the input were redacted from this output."))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
+    """A reply ready to post as a GitHub or Slack comment: diagnosis first, evidence folded."""
+    out: list[str] = [f"**{_md_escape(d.headline)}**", ""]
+    top = next((c for c in d.causes if not c.benign), None)
+    if top and d.status != "no-match":
+        out.append(f"Cause `{top.id}` (`{top.code}`), confidence {top.score:.0%}.")
+        out.append("")
+    fix = d.fix
+    if fix.actions:
+        out.append("### Fix")
+        for i, a in enumerate(fix.actions, 1):
+            tag = "mitigation" if a.mitigation else a.kind
+            out.append(f"{i}. **{_md_escape(a.title)}** _({tag})_  ")
+            out.append("   " + a.steps.replace("\n", "\n   "))
+            for line in a.derivations:
+                out.append(f"   - `{line}`")
+            if a.caveat:
+                out.append(f"   - Caveat: {a.caveat}")
+        out.append("")
+    for sn in fix.snippets[:4]:
+        out.append(f"**{_md_escape(sn.title)}** (`{sn.format}`)")
+        out.append(f"```{sn.language}\n{sn.content.rstrip()}\n```")
+        out.append("")
+    if fix.explanation:
+        out.append("### Why")
+        out.append(fix.explanation)
+        out.append("")
+    evidence: list[str] = []
+    if top:
+        for e in top.evidence.get("lines", [])[:max_evidence]:
+            where = "description" if e["line"] == 0 else f"line {e['line']}"
+            evidence.append(f"{where}: {e['text']}")
+        for f in top.evidence.get("facts", [])[:max_evidence]:
+            evidence.append(f"fact {f['fact']}={f['value']} ({f['weight']:+}): {f['why']}")
+    picture = rank_picture(d.ranks)
+    if evidence or picture:
+        out.append("<details><summary>Evidence</summary>")
+        out.append("")
+        out.append("```text")
+        out.extend(x.replace("```", "'''") for x in evidence + picture)
+        out.append("```")
+        out.append("</details>")
+        out.append("")
+    if d.questions:
+        out.append("### To sharpen this")
+        for q in d.questions:
+            choices = f" ({', '.join(c['value'] for c in q.choices)})" if q.choices else ""
+            out.append(f"- `{q.id}`: {_md_escape(q.text)}{choices}")
+        out.append("")
+    if fix.references:
+        out.append("### References")
+        out.extend(f"- {u}" for u in fix.references[:8])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("<", "&lt;").replace(">", "&gt;")

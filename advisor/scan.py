@@ -1,0 +1,195 @@
+"""One pass over a log that finds every line any probe cares about, at near-grep speed.
+
+All probes (KB signatures, phase cues, framework detectors, fact extractors) are compiled into one
+RE2 alternation that runs over raw byte blocks; only the few lines it hits are decoded and handed
+to the individual probes. A hit's line, its rank prefix and its timestamp travel in a `LineHit`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Protocol
+
+from advisor.reader import Block, decode
+from advisor.regex import PatternSet, compile_bytes_alternation, compile_pattern
+
+# the longest stretch of text one hit may pull in (a pattern spanning many lines, a giant line)
+MAX_WINDOW = 64 << 10
+_RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d{1,6})\]:")
+_RANK_PREFIX_BYTES = re.compile(rb"\[(?:rank|default)(\d{1,6})\]:")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A pattern and who wants to hear about it."""
+
+    id: str
+    pattern: str
+    kind: str  # "signature" | "fact" | "phase" | "framework" | "version"
+    owner: str  # cause id, fact extractor id, phase name or framework id
+    ignore_case: bool = True
+    payload: Any = None
+
+    @property
+    def regex(self):
+        return compile_pattern(self.pattern, self.ignore_case)
+
+
+@dataclass(slots=True)
+class LineHit:
+    probe: Probe
+    match: Any  # an RE2 match (offsets relative to the scanned window, not to `text`)
+    line_no: int
+    text: str  # the line the match starts on (and the lines a wrapped match spans)
+    rank: int | None  # from a `[rankN]:` prefix before the match on that line
+
+    def group(self, name: str) -> str | None:
+        try:
+            return self.match.group(name)
+        except (IndexError, KeyError):
+            return None
+
+
+class Listener(Protocol):
+    def on_hit(self, hit: LineHit) -> None: ...
+
+
+@dataclass
+class ProbeTable:
+    """Probes compiled for scanning: the byte alternation for the fast path and a set for the
+    slow path."""
+
+    probes: list[Probe]
+    _fast: Any = field(init=False, repr=False)
+    _sets: list[tuple[PatternSet, list[int]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ci = [i for i, p in enumerate(self.probes) if p.ignore_case]
+        cs = [i for i, p in enumerate(self.probes) if not p.ignore_case]
+        parts = [f"(?i:{self.probes[i].pattern})" for i in ci]
+        parts += [f"(?:{self.probes[i].pattern})" for i in cs]
+        self._fast = compile_bytes_alternation(parts, ignore_case=False)
+        self._sets = [
+            (PatternSet([self.probes[i].pattern for i in idx], ignore_case=case), idx)
+            for idx, case in ((ci, True), (cs, False))
+            if idx
+        ]
+
+    def matching(self, text: str) -> list[int]:
+        out: list[int] = []
+        for pset, idx in self._sets:
+            out.extend(idx[j] for j in pset.matching(text))
+        return sorted(out)
+
+
+@dataclass
+class ScanStats:
+    bytes: int = 0
+    lines: int = 0
+    hits: int = 0
+    ranks_prefixed: set[int] = field(default_factory=set)
+
+
+def scan(
+    blocks: Iterable[Block],
+    table: ProbeTable,
+    listeners: list[Listener],
+    stats: ScanStats | None = None,
+) -> ScanStats:
+    """Feed every probe hit in `blocks` to every listener, in log order."""
+    stats = stats or ScanStats()
+    seen_tail: set[tuple[int, str]] = set()  # (line, probe) already reported at a block's last line
+    carry = b""  # the previous block's last line, so a message wrapped across blocks still matches
+    carry_line = 0
+    for block in blocks:
+        stats.bytes += len(block.data)
+        data = carry + block.data
+        base_line = carry_line if carry else block.first_line
+        if len(stats.ranks_prefixed) < 65536:
+            stats.ranks_prefixed.update(int(r) for r in set(_RANK_PREFIX_BYTES.findall(block.data)))
+        new_seen: set[tuple[int, str]] = set()
+        for hit in _hits_in(data, base_line, table):
+            key = (hit.line_no, hit.probe.id)
+            if key in seen_tail:
+                continue
+            new_seen.add(key)
+            stats.hits += 1
+            for listener in listeners:
+                listener.on_hit(hit)
+        last_nl = data.rfind(b"\n", 0, len(data) - 1) + 1
+        carry = data[last_nl:] if data.endswith(b"\n") else b""
+        carry_line = base_line + data.count(b"\n", 0, last_nl)
+        if len(carry) > MAX_WINDOW:
+            carry = b""
+        seen_tail = {k for k in new_seen if k[0] == carry_line}
+        stats.lines = block.first_line + block.data.count(b"\n") - 1
+    return stats
+
+
+def _hits_in(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit]:
+    pos = 0
+    line_no = base_line
+    counted_to = 0
+    end = len(data)
+    fast = table._fast
+    while pos < end:
+        m = fast.search(data, pos)
+        if m is None:
+            return
+        s, e = m.span()
+        core_start = data.rfind(b"\n", 0, s) + 1
+        core_end = data.find(b"\n", max(e - 1, s))
+        core_end = end if core_end < 0 else core_end + 1
+        if core_end - core_start > MAX_WINDOW:
+            core_start = max(core_start, s - MAX_WINDOW // 2)
+            core_end = min(core_end, core_start + MAX_WINDOW)
+        # one extra line, so a pattern that wraps past the hit's last line is seen whole
+        win_end = data.find(b"\n", core_end)
+        win_end = end if win_end < 0 else win_end + 1
+        win_end = min(win_end, core_end + MAX_WINDOW // 4)
+        line_no += data.count(b"\n", counted_to, core_start)
+        counted_to = core_start
+        window = decode(data[core_start:win_end])
+        core_len = len(decode(data[core_start:core_end]))
+        yield from _probe_window(window, core_len, line_no, table)
+        pos = max(core_end, e if e > s else s + 1)
+
+
+def _probe_window(window: str, core_len: int, first_line: int, table: ProbeTable) -> Iterator[LineHit]:
+    found: list[LineHit] = []
+    line_starts: list[int] | None = None
+    for index in table.matching(window):
+        probe = table.probes[index]
+        for m in probe.regex.finditer(window):
+            start = m.start()
+            if start >= core_len:
+                break
+            if line_starts is None:
+                line_starts = [0] + [i + 1 for i, ch in enumerate(window) if ch == "\n"]
+            k = _line_index(line_starts, start)
+            line_begin = line_starts[k]
+            line_end = window.find("\n", max(m.end() - 1, start))
+            text = window[line_begin : len(window) if line_end < 0 else line_end]
+            found.append(LineHit(probe, m, first_line + k, text, _rank_before(window, line_begin, start)))
+    # benign lines first on each line, so the lines they explain are evidence for nothing else
+    found.sort(key=lambda h: (h.line_no, h.probe.kind != "benign", h.match.start()))
+    yield from found
+
+
+def _line_index(starts: list[int], pos: int) -> int:
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= pos:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _rank_before(window: str, line_begin: int, pos: int) -> int | None:
+    last = None
+    for m in _RANK_PREFIX.finditer(window, line_begin, pos + 1):
+        last = m
+    return int(last.group(1)) if last else None

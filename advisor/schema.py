@@ -1,0 +1,340 @@
+"""The knowledge base's file formats, as strict pydantic models.
+
+A KB cause is data plus documentation plus tests, in one YAML file (ruff's one-rule-per-file,
+semgrep's rule-with-examples): signatures that find it in a log, rules over facts that raise or
+lower it, fixes with version applicability, caveats and references, and example logs that the test
+suite ranks. Unknown keys are errors, so a misspelled field never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+KEBAB = r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$"
+SNAKE = r"^[a-z][a-z0-9_]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_url(url: str) -> str:
+    if not re.match(r"^https://[^\s/]+\.[^\s]+$", url):
+        raise ValueError(f"a reference must be an https:// URL, got {url!r}")
+    return url
+
+
+Url = Annotated[str, AfterValidator(_check_url)]
+
+
+EventKind = Literal[
+    "timeout", "heartbeat", "oom", "exception", "killed", "hardware", "network", "nccl-error",
+    "store-timeout", "launch", "cascade",
+]
+
+
+class Signature(Strict):
+    """A regex over the log that is evidence for a cause.
+
+    Write it for the message *format* (what PyTorch/NCCL/a framework prints), never for one log's
+    incidental text. Matching is case-insensitive unless `case_sensitive`; a space matches a line
+    wrap too (see advisor.regex). `use` names a shared signature from kb/signatures.yaml instead
+    of repeating its regex; the cause still chooses the weight.
+    """
+
+    id: str = Field(pattern=KEBAB)
+    regex: str | None = Field(default=None, min_length=3)
+    use: str | None = Field(default=None, pattern=KEBAB)
+    weight: float = Field(ge=-20, le=20)
+    case_sensitive: bool = False
+    captures: dict[str, str] = Field(default_factory=dict)
+    """named group -> fact name: the value the signature reads from the line."""
+    event: EventKind | None = None
+    """the line reports a failure of this kind; the earliest non-cascade one is the first failure."""
+    note: str | None = None
+    """where the message comes from (file, version) and why the pattern is shaped so."""
+
+    @model_validator(mode="after")
+    def _regex_or_use(self) -> "Signature":
+        if (self.regex is None) == (self.use is None):
+            raise ValueError("a signature has exactly one of `regex` or `use`")
+        return self
+
+
+class SharedSignature(Strict):
+    id: str = Field(pattern=KEBAB)
+    regex: str = Field(min_length=3)
+    case_sensitive: bool = False
+    event: EventKind | None = None
+    note: str = Field(min_length=10)
+
+
+class SharedSignatures(Strict):
+    signatures: list[SharedSignature] = Field(min_length=1)
+
+
+class Comparison(Strict):
+    lt: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    ge: float | None = None
+    present: bool | None = None
+
+
+Scalar = Union[bool, int, float, str]
+Condition = Union[Comparison, Scalar, list[Scalar]]
+
+
+class Rule(Strict):
+    """A fact-based adjustment: every condition in `when` must hold for `weight` to apply.
+
+    Weights are log-likelihood ratios: +2 means "this fact is about e^2 = 7 times more likely
+    under this cause than under a typical other cause".
+    """
+
+    when: dict[str, Condition] = Field(min_length=1)
+    weight: float = Field(ge=-20, le=20)
+    why: str = Field(min_length=8)
+
+
+class Calc(Strict):
+    """A number computed from the user's facts by a named calculator in advisor.tuning."""
+
+    calc: str = Field(pattern=SNAKE)
+
+
+class Setting(Strict):
+    """One knob a fix sets. `knob` is an abstract setting that each framework file maps to its
+    native key; `env` is an environment variable, renamed by torch version where it has an old
+    name. Exactly one of them."""
+
+    knob: str | None = Field(default=None, pattern=SNAKE)
+    env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    value: Scalar | Calc
+    placeholder: bool = False
+    """the value is an example the user must replace (an interface name, a path)."""
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "Setting":
+        if (self.knob is None) == (self.env is None):
+            raise ValueError("a setting names exactly one of `knob` or `env`")
+        return self
+
+
+class Applies(Strict):
+    """Version applicability of a fix (PEP 440 specifiers); unknown versions never exclude."""
+
+    torch: str | None = None
+    nccl: str | None = None
+    frameworks: list[str] = Field(default_factory=list)
+    framework_version: str | None = None
+
+
+FixKind = Literal["infra", "code", "upgrade", "config", "env", "diagnostic"]
+
+
+class Fix(Strict):
+    id: str = Field(pattern=KEBAB)
+    kind: FixKind
+    title: str = Field(min_length=5)
+    steps: str = Field(min_length=10)
+    """what to do, in plain words (markdown)."""
+    mitigation: bool = False
+    """true when it hides the symptom rather than removing the cause: needs a caveat."""
+    caveat: str | None = None
+    settings: list[Setting] = Field(default_factory=list)
+    applies: Applies = Field(default_factory=Applies)
+    references: list[Url] = Field(min_length=1)
+
+
+    @model_validator(mode="after")
+    def _caveat_for_mitigations(self) -> "Fix":
+        if (self.mitigation or self.kind == "env") and not self.caveat:
+            raise ValueError("a mitigation (or env-var fix) needs a `caveat`: its cost, and when to remove it")
+        return self
+
+
+class Example(Strict):
+    name: str = Field(min_length=3)
+    log: str = Field(min_length=1)
+    answers: dict[str, str] = Field(default_factory=dict)
+    rank: int = Field(default=1, ge=1, le=10)
+    """positives: the cause must rank at or above this position."""
+    expect_top: str | None = None
+    """negatives: the cause id that should rank first instead (optional)."""
+    source: str | None = None
+    """where the text comes from: a message format, a reproduced run, an issue thread."""
+
+
+class Examples(Strict):
+    positive: list[Example] = Field(min_length=1)
+    negative: list[Example] = Field(min_length=1)
+
+
+class Symptoms(Strict):
+    en: list[str] = Field(default_factory=list)
+    zh: list[str] = Field(default_factory=list)
+
+
+class Cause(Strict):
+    id: str = Field(pattern=KEBAB)
+    code: str = Field(pattern=KEBAB)
+    title: str = Field(min_length=8)
+    summary: str = Field(min_length=8)
+    """the one-line diagnosis; may use {fact} placeholders."""
+    explanation: str = Field(min_length=40)
+    benign: bool = False
+    """harmless noise: shown as such, never ranked above a real cause, and its lines are not
+    evidence for anything else."""
+    prior: float = Field(default=0.0, ge=-5, le=5)
+    signatures: list[Signature] = Field(default_factory=list)
+    symptoms: Symptoms = Field(default_factory=Symptoms)
+    rules: list[Rule] = Field(default_factory=list)
+    fixes: list[Fix] = Field(min_length=1)
+    references: list[Url] = Field(min_length=1)
+    examples: Examples
+
+
+    @model_validator(mode="after")
+    def _has_evidence(self) -> "Cause":
+        if not self.signatures and not self.rules and not (self.symptoms.en or self.symptoms.zh):
+            raise ValueError("a cause needs at least one signature, rule or symptom phrase")
+        return self
+
+
+# --- frameworks -------------------------------------------------------------------------------
+
+
+class Detector(Strict):
+    regex: str = Field(min_length=3)
+    weight: float = Field(ge=0, le=20)
+    case_sensitive: bool = False
+    note: str | None = None
+
+
+class VersionProbe(Strict):
+    regex: str = Field(min_length=3)
+    """must have a named group `version`."""
+    case_sensitive: bool = False
+    note: str | None = None
+
+
+SnippetFormat = Literal[
+    "llamafactory-yaml",
+    "trl-yaml",
+    "hf-cli",
+    "openr1-yaml",
+    "torchtitan-toml",
+    "torchtitan-python",
+    "lightning-python",
+    "lightningcli-yaml",
+    "accelerate-python",
+    "deepspeed-env",
+    "torch-python",
+    "hf-python",
+    "shell",
+]
+
+
+class Knob(Strict):
+    """How a framework spells an abstract setting."""
+
+    key: str
+    unit: Literal["s", "min", "ms", "timedelta", "bool", "int", "str"]
+    formats: list[SnippetFormat] = Field(min_length=1)
+    """native formats to emit, first is preferred."""
+    keys_by_format: dict[str, str] = Field(default_factory=dict)
+    """a different key in some formats (torchtitan's `profiling` section became `profiler`)."""
+    default: Scalar | None = None
+    default_note: str | None = None
+    references: list[Url] = Field(min_length=1)
+
+
+
+class FormatWindow(Strict):
+    """A snippet format that only some releases read (torchtitan TOML up to 0.2.2)."""
+
+    format: SnippetFormat
+    versions: str
+    note: str
+
+
+class Framework(Strict):
+    id: str = Field(pattern=KEBAB)
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    builds_on: list[str] = Field(default_factory=list)
+    """frameworks it runs on top of (LLaMA-Factory on transformers): a more specific detection wins."""
+    description: str = Field(min_length=20)
+    detect: list[Detector] = Field(default_factory=list)
+    versions: list[VersionProbe] = Field(default_factory=list)
+    knobs: dict[str, Knob] = Field(default_factory=dict)
+    format_windows: list[FormatWindow] = Field(default_factory=list)
+    launch: str | None = None
+    """how a run is launched, for snippet comments."""
+    references: list[Url] = Field(min_length=1)
+
+
+
+# --- phases and questions ---------------------------------------------------------------------
+
+Phase = Literal["init", "first-step", "train", "save", "eval", "data-prep", "end-of-epoch"]
+PHASES: tuple[str, ...] = ("init", "first-step", "train", "save", "eval", "data-prep", "end-of-epoch")
+
+
+class PhaseCue(Strict):
+    phase: Phase
+    regex: str = Field(min_length=3)
+    case_sensitive: bool = False
+    note: str | None = None
+
+
+class PhaseCues(Strict):
+    cues: list[PhaseCue] = Field(min_length=1)
+
+
+class Choice(Strict):
+    value: str
+    label: str
+
+
+class Question(Strict):
+    id: str = Field(pattern=SNAKE)
+    text: str = Field(min_length=8)
+    kind: Literal["choice", "number", "version", "yes_no"]
+    fact: str = Field(pattern=SNAKE)
+    choices: list[Choice] = Field(default_factory=list)
+    bins: list[float] = Field(default_factory=list)
+    """numbers: bin edges used to reason about the answer before it is given."""
+    unit: str | None = None
+    help: str | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Question":
+        if self.kind == "choice" and len(self.choices) < 2:
+            raise ValueError("a choice question needs at least two choices")
+        if self.kind == "number" and not self.bins:
+            raise ValueError("a number question needs `bins`")
+        return self
+
+
+class Questions(Strict):
+    questions: list[Question] = Field(min_length=1)
+
+
+class Codes(Strict):
+    causes: dict[str, str] = Field(min_length=1)
+
+
+def describe_field(loc: tuple[Any, ...]) -> str:
+    """`('fixes', 0, 'caveat')` -> `fixes[0].caveat`, the way a user reads a YAML path."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"

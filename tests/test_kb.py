@@ -1,0 +1,175 @@
+"""The knowledge base as code: its contract, its rule tests, and its error messages."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor.kbcheck import check_example
+from advisor.knowledge import KBInvalid, builtin_kb_dir, load_kb
+from helpers import SHARED, run_cli
+
+KB = load_kb()
+EXAMPLES = [
+    pytest.param(cause.id, kind, i, id=f"{cause.id}:{kind}:{ex.name}")
+    for cause in KB.causes.values()
+    for kind in ("positive", "negative")
+    for i, ex in enumerate(getattr(cause.examples, kind))
+]
+
+
+def test_codes_are_the_shared_contract():
+    shared = SHARED / "causes.yaml"
+    if not shared.is_file():
+        pytest.skip("shared/causes.yaml not available")
+    assert yaml.safe_load(shared.read_text())["causes"] == KB.codes
+
+
+def test_every_code_has_a_cause():
+    covered = {c.code for c in KB.causes.values()}
+    assert set(KB.codes) <= covered
+
+
+@pytest.mark.parametrize(("cause_id", "kind", "index"), EXAMPLES)
+def test_example_ranks_as_declared(cause_id, kind, index):
+    example = getattr(KB.causes[cause_id].examples, kind)[index]
+    assert check_example(KB, cause_id, kind, example) is None
+
+
+def test_every_cause_has_positive_and_negative_examples():
+    for cause in KB.causes.values():
+        assert cause.examples.positive and cause.examples.negative, cause.id
+
+
+def test_mitigations_carry_caveats_and_every_fix_a_reference():
+    for cause in KB.causes.values():
+        for fix in cause.fixes:
+            assert fix.references
+            if fix.mitigation or fix.kind == "env":
+                assert fix.caveat, f"{cause.id}:{fix.id}"
+
+
+def test_fixed_question_ids_exist():
+    for qid in ("framework", "framework_version", "torch_version", "nodes", "gpus_per_node", "model_size_b", "phase"):
+        assert qid in KB.questions
+
+
+def test_builtin_kb_ships_with_the_package():
+    root = builtin_kb_dir()
+    assert (root / "codes.yaml").is_file()
+    assert len(list((root / "causes").glob("*.yaml"))) == len([p for p in KB.sources if not p.startswith("framework:")
+                                                               and p not in ("codes", "phases", "questions", "signatures")])
+
+
+def test_kb_check_command_passes():
+    result = run_cli("kb", "check")
+    assert result.code == 0, result.out + result.err
+    assert "0 failed" in result.out
+
+
+def test_kb_list_json_lists_every_cause():
+    result = run_cli("kb", "list", "--json")
+    assert result.code == 0
+    ids = {row["id"] for row in __import__("json").loads(result.out)}
+    assert ids == set(KB.causes)
+
+
+# --- team KBs and broken files ------------------------------------------------------------------
+
+GOOD_CAUSE = textwrap.dedent(
+    """\
+    id: team-nfs-quota
+    code: checkpoint-save-straggler
+    title: Our NFS quota stops checkpoint writes
+    summary: The team NFS share hit its quota while a checkpoint was written.
+    explanation: Our cluster's /shared NFS export has a per-project quota; when a save hits it the writer stalls.
+    signatures:
+      - id: quota
+        regex: 'Disk quota exceeded'
+        weight: 9
+        event: hardware
+    fixes:
+      - id: clean-quota
+        kind: infra
+        title: Clean old checkpoints
+        steps: Delete old checkpoints from /shared before long runs.
+        references: [https://example.com/wiki/nfs-quota]
+    references: [https://example.com/wiki/nfs-quota]
+    examples:
+      positive:
+        - name: quota message
+          log: "OSError: [Errno 122] Disk quota exceeded: '/shared/ckpt/model.safetensors'"
+      negative:
+        - name: other message
+          log: "all good here"
+    """
+)
+
+
+def write_team_kb(tmp_path: Path, text: str, name: str = "team-cause.yaml") -> Path:
+    (tmp_path / "causes").mkdir(exist_ok=True)
+    (tmp_path / "causes" / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_team_kb_adds_a_cause(tmp_path, monkeypatch):
+    team = write_team_kb(tmp_path, GOOD_CAUSE)
+    result = run_cli("suggest", "--error", "OSError: [Errno 122] Disk quota exceeded: '/shared/x'", "--json", "--kb", str(team))
+    assert result.json["causes"][0]["id"] == "team-nfs-quota"
+    monkeypatch.setenv("ADVISOR_KB_PATH", str(team))
+    assert run_cli("kb", "check").code == 0
+    assert "team-nfs-quota" in run_cli("kb", "list").out
+
+
+BROKEN = {
+    "unknown key": (GOOD_CAUSE.replace("title: Our", "titel: x\ntitle: Our"), "titel", "unknown key"),
+    "bad code": (GOOD_CAUSE.replace("code: checkpoint-save-straggler", "code: no-such-code"), "code", "not a code"),
+    "bad regex": (GOOD_CAUSE.replace("'Disk quota exceeded'", "'(?<=Disk) quota'"), "signatures[0].regex", "RE2 cannot compile"),
+    "unknown fact": (GOOD_CAUSE.replace("fixes:", "rules:\n  - when: {bogus_fact: 1}\n    weight: 1\n    why: testing an unknown fact\nfixes:"),
+                     "rules[0].when.bogus_fact", "unknown fact"),
+    "mitigation without caveat": (GOOD_CAUSE.replace("kind: infra", "kind: env"), "fixes[0]", "caveat"),
+    "yaml syntax": (GOOD_CAUSE.replace("title: Our", "title: [Our"), "line", "invalid YAML"),
+    "alias bomb": ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", ".yaml: ", "anchors and aliases are not allowed"),
+    "not a mapping": ("- just\n- a list\n", "(top level)", "expected a mapping"),
+    "not https": (GOOD_CAUSE.replace("references: [https://example.com/wiki/nfs-quota]\nexamples", "references: [http://example.com]\nexamples"),
+                  "references", "https"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_kb_file_is_reported_with_file_and_field(tmp_path, name):
+    text, field, message = BROKEN[name]
+    team = write_team_kb(tmp_path, text, f"{name.replace(' ', '-')}.yaml")
+    result = run_cli("kb", "check", "--kb", str(team))
+    assert result.code == 4, result.out + result.err
+    report = result.out + result.err
+    assert f"{name.replace(' ', '-')}.yaml" in report
+    assert field in report and message in report
+    # and the same error stops `suggest` with exit code 4, not a traceback
+    suggest = run_cli("suggest", "--error", "x", "--kb", str(team))
+    assert suggest.code == 4 and "Traceback" not in suggest.err
+
+
+def test_oversize_kb_file_is_refused(tmp_path):
+    team = write_team_kb(tmp_path, GOOD_CAUSE + "#" * (1 << 20))
+    with pytest.raises(KBInvalid, match="over the"):
+        load_kb([team])
+
+
+def test_missing_team_dir_is_an_error(tmp_path):
+    with pytest.raises(KBInvalid, match="no such KB directory"):
+        load_kb([tmp_path / "nope"])
+
+
+def test_edited_kb_file_is_not_served_stale(tmp_path):
+    team = write_team_kb(tmp_path, GOOD_CAUSE)
+    assert load_kb([team]).causes["team-nfs-quota"].title == "Our NFS quota stops checkpoint writes"
+    path = team / "causes" / "team-cause.yaml"
+    path.write_text(GOOD_CAUSE.replace("Our NFS quota stops checkpoint writes", "Renamed title for the quota"))
+    import os
+
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10_000_000))
+    assert load_kb([team]).causes["team-nfs-quota"].title == "Renamed title for the quota"

@@ -1,0 +1,1 @@
+"""The Textual wizard front end, shipped inside the package as `advisor.tui` (see pyproject.toml)."""
