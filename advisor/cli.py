@@ -12,6 +12,7 @@ Exit codes (also in `advisor --help` and the README):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import io
 import json
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdou
     err = stderr or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):  # --help, usage errors
+            args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
     try:

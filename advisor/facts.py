@@ -692,7 +692,7 @@ class FactCollector:
             elif phase in ("train", "eval") and step is not None and step[1] and step[0] >= step[1]:
                 put("phase", "end-of-epoch", line, text, origin="inferred", detail=f"progress bar at {step[0]}/{step[1]}")
             else:
-                put("phase", phase, line, text, origin="inferred", detail="the last phase cue before the failure")
+                put("phase", phase, line, text, detail="the last phase cue before the failure")
         if self.step_at_failure or self.step_now:
             put("step", (self.step_at_failure or self.step_now)[0], origin="inferred")
         if "user_exception" in out and self.exception_owner is not None:

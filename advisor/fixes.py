@@ -48,11 +48,10 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
 
 
 def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
-    real = [c for c in causes if not c.benign]
-    top = real[0] if real and status != "no-match" else None
-    if top is None:
-        benign = [c for c in causes if c.benign]
-        return _see_more(kb, facts, benign[0] if benign and status == "diagnosed" else None)
+    top = causes[0] if causes and status != "no-match" else None
+    if top is None or top.benign:
+        # nothing real stands out: say what the harmless lines are, and how to see more next time
+        return _see_more(kb, facts, top)
     cause = kb.causes[top.id]
     framework = facts.get("framework")
     actions: list[FixStep] = []
@@ -86,7 +85,10 @@ def _resolve(kb, fix: schema.Fix, facts: Facts, framework: str | None) -> tuple[
     knob_items: list[tuple[str, Any, str | None]] = []
     for setting in fix.settings:
         value, comment = setting.value, None
-        if isinstance(value, schema.Calc):
+        if setting.from_fact and facts.known(setting.from_fact):
+            value = facts.get(setting.from_fact)
+            comment = f"from {setting.from_fact}={value}"
+        elif isinstance(value, schema.Calc):
             calc = CALCULATORS[value.calc](facts)
             value = calc.value
             comment = calc.derivation

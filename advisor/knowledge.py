@@ -157,10 +157,15 @@ class KnowledgeBase:
         from advisor.facts import fact_probes
 
         probes: list[Probe] = []
+        # one probe per distinct pattern: a shared signature used by ten causes is matched once
+        owners: dict[tuple[str, str, bool], list[tuple[str, schema.Signature]]] = {}
         for cause in self.causes.values():
             for sig in cause.signatures:
                 kind = "benign" if cause.benign else "signature"
-                probes.append(Probe(f"sig:{cause.id}:{sig.id}", sig.regex, kind, cause.id, not sig.case_sensitive, sig))
+                owners.setdefault((kind, sig.regex, sig.case_sensitive), []).append((cause.id, sig))
+        for (kind, regex, case_sensitive), owned in owners.items():
+            first_cause, first_sig = owned[0]
+            probes.append(Probe(f"sig:{first_cause}:{first_sig.id}", regex, kind, first_cause, not case_sensitive, tuple(owned)))
         for i, cue in enumerate(self.phase_cues):
             probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive))
         for fw in self.frameworks.values():
@@ -352,6 +357,8 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
                 where = f"fixes[{i}].settings[{j}]"
                 if setting.knob and setting.knob not in KNOBS:
                     errors.append(KBError(f, where + ".knob", f"unknown knob {setting.knob!r}; known: {sorted(KNOBS)}"))
+                if setting.from_fact and setting.from_fact not in fact_names:
+                    errors.append(KBError(f, where + ".from_fact", f"unknown fact {setting.from_fact!r}"))
                 if isinstance(setting.value, schema.Calc) and setting.value.calc not in CALCULATORS:
                     errors.append(KBError(f, where + ".value.calc", f"unknown calculator {setting.value.calc!r}; known: {sorted(CALCULATORS)}"))
             for name in fix.applies.frameworks:

@@ -53,29 +53,39 @@ class SignatureCollector:
     def on_hit(self, hit: LineHit) -> None:
         if hit.probe.kind not in ("signature", "benign"):
             return
-        sig: schema.Signature = hit.probe.payload
+        owners: tuple[tuple[str, schema.Signature], ...] = hit.probe.payload
         if hit.probe.kind == "benign":
             self.benign_lines.add(hit.line_no)
             if len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
-                self.notices.append((hit.line_no, hit.text[:300], hit.probe.owner))
+                self.notices.append((hit.line_no, hit.text[:300], owners[0][0]))
         elif hit.line_no in self.benign_lines:
             return  # harmless lines are evidence for nothing else
-        slot = self.by_cause[hit.probe.owner].setdefault(sig.id, _SigHits(sig))
-        slot.count += 1
-        if len(slot.lines) < _KEEP_LINES:
-            slot.lines.append(EvidenceLine(line=hit.line_no, text=hit.text[:300], signature=sig.id, weight=sig.weight, rank=hit.rank))
-        elif slot.count % 64 == 0:
-            slot.lines[-1] = EvidenceLine(line=hit.line_no, text=hit.text[:300], signature=sig.id, weight=sig.weight, rank=hit.rank)
-        for group, fact in sig.captures.items():
-            value = hit.group(group)
-            if value is not None and fact not in self.captured:
-                self.captured[fact] = (value, hit.line_no, hit.text[:300])
-        if sig.event and hit.probe.kind != "benign":
+        text = None
+        event = None
+        for cause_id, sig in owners:
+            slot = self.by_cause[cause_id].get(sig.id)
+            if slot is None:
+                slot = self.by_cause[cause_id][sig.id] = _SigHits(sig)
+            slot.count += 1
+            if len(slot.lines) < _KEEP_LINES or slot.count % 64 == 0:
+                text = text or hit.text[:300]
+                line = EvidenceLine(line=hit.line_no, text=text, signature=sig.id, weight=sig.weight, rank=hit.rank)
+                if len(slot.lines) < _KEEP_LINES:
+                    slot.lines.append(line)
+                else:
+                    slot.lines[-1] = line
+            for group, fact in sig.captures.items():
+                if fact not in self.captured:
+                    value = hit.group(group)
+                    if value is not None:
+                        self.captured[fact] = (value, hit.line_no, hit.text[:300])
+            event = event or sig.event
+        if event and hit.probe.kind != "benign":
             self.facts.on_event(FailureEvent(
-                kind=sig.event, line=hit.line_no, rank=hit.rank, text=hit.text[:300],
-                timestamp=timestamp_of(hit.text), signature=f"{hit.probe.owner}:{sig.id}",
+                kind=event, line=hit.line_no, rank=hit.rank, text=text or hit.text[:300],
+                timestamp=timestamp_of(hit.text), signature=hit.probe.id,
             ))
-            if sig.event != "cascade" and hit.rank is not None and sig.event in ("timeout", "oom", "exception", "killed", "heartbeat", "nccl-error", "hardware"):
+            if event != "cascade" and hit.rank is not None and event in ("timeout", "oom", "exception", "killed", "heartbeat", "nccl-error", "hardware"):
                 self.facts._report(hit.rank)
 
 

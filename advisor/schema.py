@@ -116,6 +116,8 @@ class Setting(Strict):
     value: Scalar | Calc
     placeholder: bool = False
     """the value is an example the user must replace (an interface name, a path)."""
+    from_fact: str | None = Field(default=None, pattern=SNAKE)
+    """use this fact's value when it is known (then it is no placeholder), e.g. nodes -> num_nodes."""
 
     @model_validator(mode="after")
     def _one_target(self) -> "Setting":

@@ -1,0 +1,141 @@
+"""The CLI front end: inputs, outputs, the JSON contract and exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import run_cli
+
+LINE = ("[rank3]:[E217 14:55:02.441 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=38, OpType=_ALLGATHER_BASE, NumelIn=9510912, NumelOut=38043648, Timeout(ms)=1800000) "
+        "ran for 1800033 milliseconds before timing out.")
+SAVE_LOG = "Saving model checkpoint to out/checkpoint-100\n" + LINE + "\n"
+
+
+def test_error_text_gives_a_diagnosis_first():
+    r = run_cli("suggest", "--error", SAVE_LOG)
+    assert r.code == 0
+    first = r.out.splitlines()[0]
+    assert first.startswith("Diagnosis:") and "checkpoint-save-straggler" in first
+    assert r.out.index("Fix") < r.out.index("Why") < r.out.index("Evidence")
+
+
+def test_json_contract_keys():
+    data = run_cli("suggest", "--error", SAVE_LOG, "--json").json
+    assert {"status", "headline", "causes", "facts", "questions", "fix", "notices", "ranks", "version"} <= set(data)
+    cause = data["causes"][0]
+    assert {"code", "id", "title", "score", "evidence"} <= set(cause)
+    assert {"lines", "facts", "symptoms"} <= set(cause["evidence"])
+    for q in data["questions"]:
+        assert {"id", "text", "kind"} <= set(q)
+    assert {"summary", "actions", "snippets", "references"} <= set(data["fix"])
+    for snippet in data["fix"]["snippets"]:
+        assert {"framework", "format", "language", "content"} <= set(snippet)
+
+
+def test_log_file_stdin_and_gzip_give_the_same_answer(tmp_path):
+    plain = tmp_path / "train.log"
+    plain.write_text(SAVE_LOG)
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress(SAVE_LOG.encode()))
+    a = run_cli("suggest", "--log", str(plain), "--json").json
+    b = run_cli("suggest", "-", "--json", stdin=SAVE_LOG.encode()).json
+    c = run_cli("suggest", "--log", str(packed), "--json").json
+    assert a["causes"][0]["id"] == b["causes"][0]["id"] == c["causes"][0]["id"] == "save-checkpoint-timeout"
+    assert a["facts"] == b["facts"] == c["facts"]
+
+
+def test_answers_and_framework_flag():
+    r = run_cli("suggest", "--error", LINE, "--json", "--framework", "LLaMA-Factory", "--answer", "phase=save",
+                "--answer", "model_size_b=7", "--answer", "storage=unknown")
+    data = r.json
+    assert data["facts"]["framework"] == "llama-factory" and data["facts"]["phase"] == "save"
+    assert data["causes"][0]["code"] == "checkpoint-save-straggler"
+    yaml_snippet = next(s for s in data["fix"]["snippets"] if s["format"] == "llamafactory-yaml" and "ddp_timeout" in s["content"])
+    assert "ddp_timeout: 3600" in yaml_snippet["content"]
+    assert "storage" not in [q["id"] for q in data["questions"]]
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["suggest", "--log", "/no/such/file.log"], 3, "no such file"),
+    (["suggest", "--error", "   "], 3, "empty"),
+    (["suggest", "--error", LINE, "--answer", "phase"], 2, "ID=VALUE"),
+    (["suggest", "--error", LINE, "--answer", "phase=lunch"], 2, "choose one of"),
+    (["suggest", "--error", LINE, "--answer", "bogus=1"], 2, "no such question"),
+    (["suggest", "--bogus-flag"], 2, ""),
+])
+def test_bad_input_gets_a_clear_message_and_exit_code(argv, code, message):
+    r = run_cli(*argv)
+    assert r.code == code
+    assert message in r.err
+    assert "Traceback" not in r.err + r.out
+
+
+def test_directory_empty_file_and_binary_file(tmp_path):
+    assert run_cli("suggest", "--log", str(tmp_path)).code == 3
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    r = run_cli("suggest", "--log", str(empty))
+    assert r.code == 3 and "empty" in r.err
+    binary = tmp_path / "core"
+    binary.write_bytes(bytes(range(256)) * 400)
+    r = run_cli("suggest", "--log", str(binary))
+    assert r.code == 3 and "binary" in r.err
+
+
+def test_unreadable_file(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root can read anything")
+    f = tmp_path / "secret.log"
+    f.write_text(LINE)
+    f.chmod(0)
+    r = run_cli("suggest", "--log", str(f))
+    assert r.code == 3 and "permission" in r.err
+
+
+def test_no_confident_match_exits_1_and_says_what_to_turn_on():
+    r = run_cli("suggest", "--error", "epoch 3 done, saving nothing, all fine")
+    assert r.code == 1
+    assert "No confident match" in r.out and "NCCL_DEBUG=INFO" in r.out
+
+
+def test_no_colour_unless_a_terminal_or_forced(monkeypatch):
+    assert "\x1b[" not in run_cli("suggest", "--error", LINE).out
+    assert "\x1b[" in run_cli("suggest", "--error", LINE, "--color", "always").out
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[" in run_cli("suggest", "--error", LINE).out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in run_cli("suggest", "--error", LINE).out
+
+
+def test_help_has_examples_and_exit_codes():
+    r = run_cli("suggest", "--help")
+    assert r.code == 0
+    assert "examples:" in r.out and "exit codes:" in r.out and "--answer" in r.out
+
+
+def test_secrets_are_redacted_from_the_output():
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7"
+    log = f"export HF_TOKEN={token}\nwandb login {'f' * 40}\n{LINE}\n"
+    r = run_cli("suggest", "--error", log, "--json", "--verbose")
+    assert token not in r.out and "f" * 40 not in r.out
+
+
+def test_console_script_and_python_m_run(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "advisor")
+    for cmd in ([exe], [sys.executable, "-m", "advisor"]):
+        done = subprocess.run(cmd + ["suggest", "--error", LINE, "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert done.returncode in (0, 1), done.stderr
+        assert json.loads(done.stdout)["facts"]["op_type"] == "_ALLGATHER_BASE"
+
+
+def test_kb_show_prints_one_cause():
+    r = run_cli("kb", "show", "nccl-heartbeat-monitor")
+    assert r.code == 0 and json.loads(r.out)["code"] == "heartbeat-monitor-kill"
+    assert run_cli("kb", "show", "nope").code == 2

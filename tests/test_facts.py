@@ -1,0 +1,147 @@
+"""Facts read from logs: collectives, ranks, versions, phase, first failure vs cascade."""
+
+from __future__ import annotations
+
+from advisor.diagnose import read_log
+
+
+def facts(kb, text: str) -> dict:
+    return {k: v.value for k, v in read_log(kb, text).facts.values.items()}
+
+
+def watchdog(rank: int, seq: int, op: str = "ALLREDUCE", tmo: int = 1800000, nin: int = 1, nout: int = 1, ts: str = "14:55:02") -> str:
+    return (f"[rank{rank}]:[E217 {ts}.441 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={nin}, NumelOut={nout}, Timeout(ms)={tmo}) ran for {tmo + 33} milliseconds before timing out.")
+
+
+def test_watchdog_fields(kb):
+    f = facts(kb, watchdog(3, 38, "_ALLGATHER_BASE", 1800000, 9510912, 38043648))
+    assert f["op_type"] == "_ALLGATHER_BASE" and f["op_family"] == "allgather"
+    assert f["timeout_ms"] == 1800000 and f["ran_for_ms"] == 1800033 and f["seq_num"] == 38
+    assert f["group_size"] == 4  # NumelOut / NumelIn of an all-gather
+    assert f["ranks_reporting"] == [3] and f["first_failure"] == "timeout"
+
+
+def test_reporters_silent_ranks_and_desync(kb):
+    text = "\n".join([
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4",
+        watchdog(1, 522), watchdog(2, 522), watchdog(3, 521, "BROADCAST"),
+    ])
+    f = facts(kb, text)
+    assert f["world_size"] == 4
+    assert f["ranks_reporting"] == [1, 2, 3]
+    assert f["silent_ranks"] == [0]
+    assert f["rank0_silent"] is True
+    assert f["seq_spread"] is True
+
+
+def test_op_mismatch_at_the_same_sequence_number(kb):
+    f = facts(kb, watchdog(0, 77, "ALLREDUCE") + "\n" + watchdog(1, 77, "BROADCAST"))
+    assert f["op_mismatch"] is True
+
+
+def test_last_enqueued_and_completed_per_rank(kb):
+    line = ("[rank2]:[E506 08:41:53.527 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 2] Exception (either an "
+            "error or timeout) detected by watchdog at work: 59709, last enqueued NCCL work: 59709, last completed NCCL work: 59708.")
+    f = facts(kb, line)
+    assert f["rank_progress"]["2"]["last_enqueued"] == 59709
+    assert f["rank_progress"]["2"]["last_completed"] == 59708
+
+
+def test_versions_and_torch_inferred_from_wording(kb):
+    f = facts(kb, "PyTorch version: 2.4.1+cu121\nNCCL INFO NCCL version 2.21.5+cuda12.4\n[pip3] trl==0.15.0\n")
+    assert f["torch_version"] == "2.4.1+cu121" and f["nccl_version"] == "2.21.5" and f["cuda_version"] == "12.1"  # the torch build tag comes first
+    reading = read_log(kb, "[rank0]:[E1 1:1:1 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0(default_pg) Rank 0] failure detected by watchdog at work sequence id: 5")
+    torch = reading.facts.values["torch_version"]
+    assert torch.value == "2.6" and torch.origin == "inferred" and ">=2.6" in torch.detail
+
+
+def test_framework_detection_prefers_the_most_specific(kb):
+    log = ("[INFO|2025-04-28 10:02:11] llamafactory.launcher:69 >> Initializing 16 distributed tasks at: 10.0.0.1:29500\n"
+           "{'loss': 1.2, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': 0.1}\n***** Running training *****\n")
+    f = facts(kb, log)
+    assert f["framework"] == "llama-factory"
+    assert f["world_size"] == 16 and f["rendezvous_host"] == "10.0.0.1" and f["rendezvous_loopback"] is False
+
+
+def test_phase_is_the_last_cue_before_the_first_failure(kb):
+    log = "***** Running training *****\n{'loss': 1.0, 'epoch': 1.0}\nSaving model checkpoint to out/checkpoint-1\n" + watchdog(1, 900) + "\n***** Running Evaluation *****\n"
+    assert facts(kb, log)["phase"] == "save"
+
+
+def test_first_step_and_end_of_epoch_from_progress(kb):
+    first = "{'loss': 1.0, 'epoch': 0.0}\n  0%|          | 1/1250 [00:03<1:10:12,  3.37s/it]\n" + watchdog(1, 38)
+    assert facts(kb, first)["phase"] == "first-step"
+    end = "{'loss': 1.0, 'epoch': 0.9}\n100%|██████████| 500/500 [05:00<00:00,  1.66it/s]\n" + watchdog(1, 9000)
+    assert facts(kb, end)["phase"] == "end-of-epoch"
+
+
+def test_first_failure_in_time_not_in_log_order(kb):
+    # ranks' logs concatenated rank by rank: the OOM on rank 3 is later in the file but earlier in time
+    log = "\n".join([
+        watchdog(0, 3321, ts="10:30:00"),
+        "[rank3]:[E217 10:01:00.000 x.cpp:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ])
+    f = facts(kb, log)
+    assert f["first_failure"] == "oom"
+
+
+def test_cascade_exceptions_are_not_user_exceptions(kb):
+    log = ("torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    assert "user_exception" not in facts(kb, log)
+    f = facts(kb, "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nKeyError: 'input_ids'\n")
+    assert f["user_exception"] == "KeyError: 'input_ids'"
+    assert f["exception_in_framework"] is False and f["exception_module"] == "user"
+
+
+def test_exception_inside_framework_code(kb):
+    log = ("Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.11/site-packages/trl/trainer/sft_trainer.py", line 448, in compute_loss\n'
+           '  File "/usr/lib/python3.11/site-packages/torch/nn/functional.py", line 3086, in cross_entropy\n'
+           "RuntimeError: shape mismatch\n")
+    f = facts(kb, log)
+    assert f["exception_module"] == "trl" and f["exception_in_framework"] is True
+
+
+def test_cut_off_traceback_still_counts(kb):
+    log = ("rank0]: Traceback (most recent call last):\n"
+           '[rank0]:   File "torchtitan/torchtitan/train.py", line 541, in <module>\n'
+           '[rank0]:   File "lib/python3.10/site-packages/torch/distributed/device_mesh.py", line 730, in __getitem__\n')
+    f = facts(kb, log)
+    assert "cut off" in f["user_exception"]
+    assert f["exception_module"] == "torchtitan"
+
+
+def test_loopback_rendezvous(kb):
+    f = facts(kb, "[E socket.cpp:793] [c10d] The client socket has timed out after 1800s while trying to connect to (127.0.0.1, 43771).")
+    assert f["rendezvous_loopback"] is True and f["store_timeout_s"] == 1800
+
+
+def test_hosts_and_gpus_from_nccl_lines(kb):
+    log = "\n".join(f"node{n}:1{n}{g}:1{n}{g} [{g}] NCCL INFO Bootstrap : Using eth0:10.0.0.{n}<0>" for n in range(2) for g in range(4))
+    f = facts(kb, log)
+    assert f["nodes"] == 2 and f["gpus_per_node"] == 4
+
+
+def test_model_size_from_name_and_param_count(kb):
+    assert facts(kb, "Saving model checkpoint to data/Qwen2.5-1.5B-Instruct/checkpoint-5")["model_size_b"] == 1.5
+    assert facts(kb, "trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.06")["model_size_b"] == 6.74
+
+
+def test_slowdown_before_failure(kb):
+    steps = "\n".join(f"step: {i}  loss:  3.0  memory: 61.02GiB(77.12%)  tps: 4,100  mfu: 38.90%" for i in range(10, 60, 10))
+    log = steps + "\nstep: 60  loss:  3.0  memory: 61.02GiB(77.12%)  tps: 90  mfu: 0.8%\n" + watchdog(7, 100, tmo=100000)
+    assert facts(kb, log)["slowdown"] is True
+
+
+def test_silent_hang_has_no_error_lines(kb):
+    f = facts(kb, "Global seed set to 42\nEpoch 0:   0%|          | 0/1000 [00:00<?, ?it/s]\n")
+    assert f["no_error_lines"] is True
+
+
+def test_signals_and_exit_codes(kb):
+    log = ("E1121 18:58:41.973000 19609 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 19730) of binary: python3\n"
+           "  traceback : Signal 9 (SIGKILL) received by PID 19730\n")
+    f = facts(kb, log)
+    assert f["exit_code"] == -9 and f["signal"] == "SIGKILL" and f["first_failure"] == "killed"

@@ -1,0 +1,159 @@
+"""Ranking, rules, answers and questions: the behaviour the KB relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor import schema
+from advisor.answers import AnswerError, parse_answer
+from advisor.diagnose import diagnose
+from advisor.matcher import prose
+from advisor.models import DiagnoseRequest
+from advisor.rules import condition_holds
+
+TIMEOUT = ("[rank1]:[E101 01:00:00.100 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=522, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.")
+PLUGIN = ("node:1:1 [3] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory "
+          "No plugin found (libnccl-net.so), using internal implementation")
+
+
+def run(kb, log: str, **answers) -> object:
+    return diagnose(DiagnoseRequest(log=log, answers={k: str(v) for k, v in answers.items()}), kb)
+
+
+def test_harmless_lines_never_outrank_a_real_cause(kb):
+    d = run(kb, PLUGIN + "\n" + TIMEOUT)
+    assert not d.causes[0].benign
+    assert [n.cause_id for n in d.notices] == ["nccl-plugin-noise"]
+
+
+def test_harmless_line_alone_is_reported_as_harmless(kb):
+    d = run(kb, PLUGIN)
+    assert d.causes[0].id == "nccl-plugin-noise" and d.causes[0].benign
+    assert "harmless" in d.headline.lower()
+
+
+def test_nothing_recognised_says_so_and_suggests_diagnostics(kb):
+    d = run(kb, "epoch 3 finished\nall good\n")
+    assert d.status == "no-match"
+    assert d.headline.startswith("No confident match")
+    assert any("NCCL_DEBUG" in n for n in d.fix.next_run)
+    assert "NCCL_DEBUG=INFO" in d.fix.snippets[0].content
+
+
+def test_deterministic(kb):
+    a = run(kb, PLUGIN + "\n" + TIMEOUT, phase="save")
+    b = run(kb, PLUGIN + "\n" + TIMEOUT, phase="save")
+    assert a.model_dump_json() == b.model_dump_json()
+
+
+def test_answer_overrides_the_log_and_changes_the_ranking(kb):
+    log = "Saving model checkpoint to out/checkpoint-100\n" + TIMEOUT
+    assert run(kb, log).causes[0].code == "checkpoint-save-straggler"
+    after = run(kb, log, phase="eval")
+    assert after.causes[0].code == "eval-straggler"
+    assert after.fact_sources["phase"].origin == "answer"
+
+
+def test_oom_before_the_timeouts_is_the_cause(kb):
+    log = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n" + TIMEOUT
+    assert run(kb, log).causes[0].code == "gpu-oom-on-rank"
+
+
+def test_exception_on_one_rank_is_the_cause_not_the_timeouts(kb):
+    log = ("[rank2]: Traceback (most recent call last):\n[rank2]:   File \"/work/train.py\", line 9, in load\n"
+           "[rank2]: ValueError: bad sample at index 7\n" + TIMEOUT)
+    d = run(kb, log)
+    assert d.causes[0].code == "rank-exception"
+    assert d.facts["exception_before_timeout"] is True
+
+
+def test_chinese_description_is_matched(kb):
+    d = diagnose(DiagnoseRequest(description="保存模型时NCCL超时", framework="llama-factory"), kb)
+    assert d.causes[0].code == "checkpoint-save-straggler"
+    assert d.facts["phase"] == "save"
+
+
+def test_english_description_is_matched(kb):
+    d = diagnose(DiagnoseRequest(description="multi gpu training hangs with no error on a single machine, gpus at 100 percent"), kb)
+    assert d.causes[0].code == "p2p-topology-issue"
+
+
+def test_log_lines_do_not_fuzzy_match_symptom_phrases():
+    assert prose("initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n[E socket.cpp:793] [c10d] timed out") == ""
+    assert prose("root : INFO Namespace(config_yaml='./a.yaml', gpus=7)") == ""
+    assert prose("the job hangs while saving the model\n保存模型时NCCL超时") == "the job hangs while saving the model\n保存模型时NCCL超时"
+
+
+def test_evidence_names_lines_and_facts(kb):
+    d = run(kb, "Saving model checkpoint to out/checkpoint-100\n" + TIMEOUT)
+    top = d.causes[0]
+    assert top.evidence["lines"][0]["line"] == 2
+    assert any(f["fact"] == "phase" and f["line"] == 1 for f in top.evidence["facts"])
+
+
+@pytest.mark.parametrize(("name", "value", "cond", "expected"), [
+    ("phase", "save", "save", True),
+    ("phase", "save", ["eval", "save"], True),
+    ("phase", "train", "save", False),
+    ("phase", None, "save", None),
+    ("timeout_ms", 60000, schema.Comparison(lt=300000), True),
+    ("timeout_ms", 600000, schema.Comparison(lt=300000), False),
+    ("user_exception", "KeyError: x", schema.Comparison(present=True), True),
+    ("user_exception", None, schema.Comparison(present=False), True),
+    ("torch_version", "2.4.1+cu121", ">=2.2", True),
+    ("torch_version", "2.1.2", ">=2.2", False),
+    ("framework_version", "main", "==0.15.0", None),
+    ("packing", False, False, True),
+    ("failure_kinds", ["oom", "timeout"], "oom", True),
+])
+def test_condition_semantics(name, value, cond, expected):
+    assert condition_holds(name, value, cond) is expected
+
+
+@pytest.mark.parametrize(("qid", "raw", "expected"), [
+    ("phase", "save", "save"),
+    ("phase", "SAVE", "save"),
+    ("phase", "unknown", None),
+    ("phase", "?", None),
+    ("framework", "LlamaFactory", "llama-factory"),
+    ("framework", "pytorch_lightning", "lightning"),
+    ("framework", "axolotl", "other"),
+    ("nodes", "4", 4),
+    ("model_size_b", "7B", 7.0),
+    ("packing", "no", False),
+    ("framework_version", "v0.15.0", "0.15.0"),
+])
+def test_answers_are_parsed(kb, qid, raw, expected):
+    assert parse_answer(kb, kb.questions[qid], raw) == expected
+
+
+@pytest.mark.parametrize(("qid", "raw"), [("phase", "lunch"), ("nodes", "many"), ("packing", "sometimes"), ("nodes", "-2")])
+def test_bad_answers_say_what_would_fit(kb, qid, raw):
+    with pytest.raises(AnswerError) as err:
+        parse_answer(kb, kb.questions[qid], raw)
+    assert qid in str(err.value)
+
+
+def test_unknown_question_id_is_an_error(kb):
+    with pytest.raises(AnswerError, match="no such question"):
+        run(kb, TIMEOUT, bogus="1")
+
+
+def test_questions_never_ask_what_the_log_answered(kb):
+    d = run(kb, "Saving model checkpoint to out/checkpoint-100\n" + TIMEOUT)
+    assert "phase" not in [q.id for q in d.questions]
+    d2 = run(kb, TIMEOUT)
+    assert "phase" in [q.id for q in d2.questions][:2]
+
+
+def test_questions_are_ordered_by_expected_gain(kb):
+    d = run(kb, TIMEOUT)
+    gains = [q.gain for q in d.questions]
+    assert gains == sorted(gains, reverse=True)
+    assert all(q.reason for q in d.questions)
+
+
+def test_answered_questions_are_not_asked_again_even_when_unknown(kb):
+    d = run(kb, TIMEOUT, phase="unknown")
+    assert "phase" not in [q.id for q in d.questions]

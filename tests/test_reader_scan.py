@@ -1,0 +1,111 @@
+"""The log reader and the scanner: normalization, line numbers, wrapped lines, block boundaries."""
+
+from __future__ import annotations
+
+import io
+
+from advisor.diagnose import read_log
+from advisor.reader import iter_blocks, looks_binary, normalize
+
+WATCHDOG = (
+    "[rank1]:[E217 14:55:02.441 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=38, OpType=_ALLGATHER_BASE, NumelIn=9510912, NumelOut=38043648, Timeout(ms)=1800000) "
+    "ran for 1800033 milliseconds before timing out."
+)
+
+
+def test_normalize_crlf_progress_bars_ansi_and_nul():
+    raw = b"a\r\nb 10%|\xe2\x96\x88 \rb 20%|\xe2\x96\x88\xe2\x96\x88\r\x1b[31mred\x1b[0m\x00end\n"
+    assert normalize(raw) == "a\nb 10%|█ \nb 20%|██\nred end\n".encode()
+
+
+def test_blocks_end_on_line_boundaries_and_count_lines():
+    text = "".join(f"line {i}\n" for i in range(1, 1001))
+    blocks = list(iter_blocks(text, block_size=1000))
+    assert len(blocks) > 5
+    assert all(b.data.endswith(b"\n") for b in blocks)
+    assert b"".join(b.data for b in blocks) == text.encode()
+    first_lines = [b.first_line for b in blocks]
+    assert first_lines[0] == 1
+    for block, nxt in zip(blocks, blocks[1:]):
+        assert nxt.first_line == block.first_line + block.data.count(b"\n")
+
+
+def test_giant_line_without_newline_is_cut_not_buffered():
+    blob = b"x" * 50_000
+    blocks = list(iter_blocks(io.BytesIO(blob), block_size=4096))
+    assert sum(len(b.data) for b in blocks) == len(blob)
+    assert max(len(b.data) for b in blocks) <= 2 * 4096
+    assert blocks[1].continues_line
+
+
+def test_crlf_split_across_reads_is_one_line_break():
+    data = b"a" * 4095 + b"\r\nb\n"
+    assert b"".join(b.data for b in iter_blocks(io.BytesIO(data), block_size=4096)) == b"a" * 4095 + b"\nb\n"
+
+
+def test_looks_binary():
+    assert looks_binary(bytes(range(256)) * 20)
+    assert not looks_binary(b"plain log line\n" * 100)
+    assert not looks_binary("日本語 / 中文 log\n".encode() * 50)
+    assert not looks_binary(b"\x1b[31mcoloured\x1b[0m\n" * 100)
+
+
+def evidence(kb, text: str, cause: str) -> list[int]:
+    reading = read_log(kb, text)
+    return [e.line for slot in reading.signatures.by_cause.get(cause, {}).values() for e in slot.lines]
+
+
+def test_line_numbers_of_evidence(kb):
+    text = "noise\nmore noise\n" + WATCHDOG + "\ntail\n"
+    assert evidence(kb, text, "collective-slower-than-timeout") == [3]
+
+
+def test_wrapped_message_still_matches_with_rank_prefix(kb):
+    wrapped = (
+        "[rank0]:[F305 11:20:45.908 ProcessGroupNCCL.cpp:1565] ProcessGroupNCCL's watchdog got stuck for\n"
+        "[rank0]: 480 seconds without making progress in monitoring enqueued collectives.\n"
+    )
+    reading = read_log(kb, wrapped)
+    assert "nccl-heartbeat-monitor" in reading.signatures.by_cause
+    assert reading.facts.get("heartbeat_timeout_s") == 480
+
+
+def test_message_glued_to_a_progress_bar(kb):
+    glued = " 45%|████▌     | 450/1000 [10:00<12:00,  1.31s/it]" + WATCHDOG + "\n"
+    reading = read_log(kb, glued)
+    assert reading.facts.get("timeout_ms") == 1800000
+    assert reading.facts.get("ranks_reporting") == [1]
+
+
+def test_match_across_a_block_boundary(kb, monkeypatch):
+    import advisor.diagnose as diagnose_module
+
+    filler = "".join(f"step {i} ok\n" for i in range(400))
+    text = filler + "ProcessGroupNCCL's watchdog got stuck for\n600 seconds without making progress\n" + filler
+    # small blocks put the boundary close to the wrapped message
+    monkeypatch.setattr(diagnose_module, "iter_blocks", lambda src, on_progress=None: iter_blocks(src, block_size=len(filler) + 30))
+    reading = read_log(__import__("advisor.knowledge", fromlist=["load_kb"]).load_kb(), text)
+    assert "nccl-heartbeat-monitor" in reading.signatures.by_cause
+
+
+def test_harmless_line_is_evidence_for_nothing_else(kb):
+    line = "node:81240:81240 [3] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation\n"
+    reading = read_log(kb, line)
+    assert set(reading.signatures.by_cause) == {"nccl-plugin-noise"}
+    assert reading.signatures.notices and reading.signatures.notices[0][0] == 1
+
+
+def test_invalid_utf8_and_binary_junk_do_not_crash(kb):
+    junk = bytes(range(256)) * 50 + WATCHDOG.encode() + b"\n\xff\xfe\xfd\n"
+    reading = read_log(kb, junk)
+    assert reading.facts.get("timeout_ms") == 1800000
+
+
+def test_stream_of_many_blocks_keeps_bounded_evidence(kb):
+    many = (WATCHDOG + "\n") * 20_000
+    reading = read_log(kb, io.BytesIO(many.encode()))
+    slots = reading.signatures.by_cause["collective-slower-than-timeout"]
+    assert slots["collective-timeout"].count == 20_000
+    assert len(slots["collective-timeout"].lines) <= 6
+    assert reading.stats.lines == 20_000
