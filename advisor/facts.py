@@ -216,6 +216,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)"),
     FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})"),
     FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters"),
+    # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
+    # PHB, NODE, SYS = PCIe paths of increasing distance)
+    FactProbe("topo-row", r"(?m)^\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
     FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False),
     FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False),
     # message wording that only some torch releases print (shared/reference/facts.md §1.4)
@@ -548,6 +551,16 @@ class FactCollector:
     def _on_titan_model_size(self, hit: LineHit) -> None:
         self._on_model_params(hit)
 
+    def _on_topo_row(self, hit: LineHit) -> None:
+        links = re.findall(r"\b(NV\d+|PIX|PXB|PHB|NODE|SYS)\b", hit.text)
+        if not links:
+            return
+        nvlink = any(link.startswith("NV") for link in links)
+        current = self.values.get("interconnect")
+        if nvlink or current is None:
+            self._set("interconnect", "nvlink" if nvlink else "pcie", hit, overwrite=True, origin="inferred",
+                      detail="GPU links in an nvidia-smi topo -m matrix")
+
     def _on_backend_nccl(self, hit: LineHit) -> None:
         self._set("backend", "nccl", hit)
 
@@ -622,6 +635,8 @@ class FactCollector:
         for rank, (line, frames) in sorted(self.tracebacks.items(), key=lambda kv: kv[1][0]):
             if not frames or frame_owner(frames[-1]) == "torch" and "distributed_c10d" in frames[-1]:
                 continue
+            if all(frame_owner(path) == "torch" for path in frames):
+                continue  # only interpreter/torch frames: nothing says whose error it was
             owner = _caller(frames)
             put("user_exception", "traceback without its final line (cut off)", line, None, origin="inferred",
                 detail=f"innermost frame: {frames[-1][-120:]}")

@@ -19,7 +19,7 @@ from advisor.versions import version_matches
 KIND_ORDER = {"infra": 0, "code": 1, "upgrade": 2, "config": 3, "env": 4, "diagnostic": 5}
 FALLBACK_FRAMEWORK = "pytorch"
 
-FR_TUTORIAL = "https://docs.pytorch.org/tutorials/prototype/flight_recorder_tutorial.html"
+FR_TUTORIAL = "https://docs.pytorch.org/tutorials/unstable/flight_recorder_tutorial.html"
 NCCL_ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 TORCH_DEBUG_DOC = "https://docs.pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"
 

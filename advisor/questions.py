@@ -20,8 +20,8 @@ from advisor.models import Facts, QuestionOut, RankedCause
 from advisor.rules import bin_points, fact_domain, rule_state, version_representatives
 from advisor.tuning import CALCULATORS
 
-MIN_GAIN = 0.05
-CLEAR = 0.9
+MIN_GAIN = 0.08
+CLEAR = 0.8
 
 
 def answer_domain(kb, question: schema.Question) -> list[Any]:
