@@ -1,0 +1,264 @@
+"""HTTP API for bots: a stateless diagnosis service over the same core as the CLI.
+
+`POST /v1/diagnose` takes a log plus answers and returns the CLI's JSON contract plus `markdown`, a
+reply ready to post as a GitHub or Slack comment. There is no session state: a multi-turn
+conversation resends the log with more answers, so any number of workers or replicas answer alike.
+
+Safety: requests over the size cap (ADVISOR_MAX_REQUEST_BYTES, default 10 MB) get 413 before the
+body is read in full; a bad field gets 422 naming it; no response ever carries a stack trace; with
+ADVISOR_API_KEY set, every route but /healthz needs `Authorization: Bearer <key>`; CORS is closed
+unless ADVISOR_CORS_ORIGINS lists origins. Logs are never written to disk or to the server's own log,
+and secrets in them are redacted in every response.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from advisor import __version__
+from advisor.answers import AnswerError
+from advisor.diagnose import diagnose
+from advisor.knowledge import KnowledgeBase, load_kb
+from advisor.models import DiagnoseRequest, Diagnosis
+from advisor.render import render_markdown
+
+logger = logging.getLogger("advisor.api")
+
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+
+EXAMPLE_LOG = (
+    "[INFO|trainer.py:3910] 2025-05-06 08:11:52,112 >> Saving model checkpoint to out/checkpoint-500\n"
+    "[rank2]:[E506 08:41:53.511 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=59709, OpType=_ALLGATHER_BASE, NumelIn=194510848, NumelOut=1556086784, Timeout(ms)=1800000) "
+    "ran for 1800085 milliseconds before timing out.\n"
+)
+
+
+@dataclass
+class Settings:
+    max_request_bytes: int = DEFAULT_MAX_BYTES
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    kb_dirs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        raw_max = os.environ.get("ADVISOR_MAX_REQUEST_BYTES", "")
+        origins = [o.strip() for o in os.environ.get("ADVISOR_CORS_ORIGINS", "").split(",") if o.strip()]
+        return cls(
+            max_request_bytes=int(raw_max) if raw_max.isdigit() else DEFAULT_MAX_BYTES,
+            api_key=os.environ.get("ADVISOR_API_KEY") or None,
+            cors_origins=origins,
+        )  # ADVISOR_KB_PATH is read by load_kb itself
+
+
+class DiagnoseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": "1.5", "storage": "network-fs"}, "framework": "open-r1"}],
+    })
+
+    log: str = Field(default="", description="the error text or log (any size up to the request cap)")
+    description: str | None = Field(default=None, max_length=8000, description="what the user saw, in their own words")
+    answers: dict[str, str] = Field(default_factory=dict, description="answers to guided questions, by question id; 'unknown' is allowed")
+    framework: str | None = Field(default=None, max_length=100, description="the user's framework, if known")
+    mask_hosts: bool = Field(default=False, description="also mask host names and IP addresses")
+    max_causes: int = Field(default=5, ge=1, le=50)
+
+
+class DiagnoseResponse(Diagnosis):
+    markdown: str = Field(description="a reply ready to post as a GitHub or Slack comment")
+
+
+class ErrorBody(BaseModel):
+    error: str
+    detail: Any = None
+
+
+class _SizeLimit:
+    """Refuse bodies over the cap with 413, counting bytes as they arrive (chunked bodies too)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        seen = 0
+        exceeded = False
+        rejected = False
+
+        async def counting_receive() -> Message:
+            # over the cap: end the body here; the app's reply is then replaced by a 413
+            nonlocal seen, exceeded
+            if exceeded:
+                return {"type": "http.request", "body": b"", "more_body": False}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    exceeded = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal rejected
+            if not exceeded:
+                await send(message)
+            elif message["type"] == "http.response.start" and not rejected:
+                rejected = True
+                await self._reject(send)
+
+        await self.app(scope, counting_receive, guarded_send)
+
+    async def _reject(self, send: Send) -> None:
+        response = JSONResponse(
+            {"error": "request too large", "detail": f"the limit is {self.max_bytes} bytes; send the last part of the log, "
+             "from a minute before the first error"}, status_code=413)
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:  # pragma: no cover - a JSONResponse never reads the request
+    return {"type": "http.disconnect"}
+
+
+def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None) -> FastAPI:
+    """Build the app. Loading the KB here means a broken KB stops the server from starting."""
+    settings = settings or Settings.from_env()
+    kb = kb or load_kb(settings.kb_dirs)
+
+    app = FastAPI(
+        title="nccl-advisor",
+        version=__version__,
+        description="Diagnose NCCL, gloo and rendezvous failures in distributed-training logs. Stateless: "
+                    "resend the log with more `answers` to continue a conversation.",
+    )
+    app.state.kb = kb
+    app.state.settings = settings
+
+    if settings.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(_SizeLimit, max_bytes=settings.max_request_bytes)
+
+    def require_key(request: Request) -> None:
+        if settings.api_key is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), settings.api_key.encode()):
+            raise HTTPException(status_code=401, detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [{"field": ".".join(str(p) for p in err.get("loc", ()) if p != "body"), "message": err.get("msg", "")}
+                  for err in exc.errors()]
+        return JSONResponse({"error": "invalid request", "detail": fields}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 422:
+            body = {"error": "invalid request", "detail": exc.detail}
+        else:
+            body = {"error": exc.detail}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # the type only: a message or traceback could carry the user's log
+        logger.error("unexpected %s on %s", type(exc).__name__, request.url.path)
+        return JSONResponse({"error": "internal error"}, status_code=500)
+
+    errors = {401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+
+    @app.post("/v1/diagnose", response_model=DiagnoseResponse, responses=errors, dependencies=[Depends(require_key)],
+              summary="Diagnose a log", tags=["diagnosis"])
+    def diagnose_log(body: DiagnoseBody) -> DiagnoseResponse:
+        """The log's ranked root causes, facts, next questions and fix, plus a markdown reply."""
+        if not body.log.strip() and not (body.description or "").strip():
+            raise HTTPException(status_code=422, detail=[{"field": "log", "message": "empty: send the error text or log"}])
+        try:
+            result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=body.answers,
+                                              framework=body.framework, mask_hosts=body.mask_hosts,
+                                              max_causes=body.max_causes), kb)
+        except AnswerError as exc:
+            raise HTTPException(status_code=422, detail=[{"field": f"answers.{exc.question}", "message": exc.reason}]) from None
+        # already validated by the core: serialize once instead of re-validating the response model
+        payload = result.model_dump_json()[:-1] + ', "markdown": ' + json.dumps(render_markdown(result)) + "}"
+        return Response(content=payload, media_type="application/json")
+
+    @app.get("/v1/causes", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the causes")
+    def list_causes() -> list[dict[str, Any]]:
+        """Every cause the knowledge base knows: id, code, title, whether it is harmless."""
+        return [{"id": c.id, "code": c.code, "title": c.title, "benign": c.benign, "summary": c.summary}
+                for c in sorted(kb.causes.values(), key=lambda c: (c.code, c.id))]
+
+    @app.get("/v1/causes/{cause_id}", dependencies=[Depends(require_key)], responses={404: {"model": ErrorBody}},
+             tags=["knowledge base"], summary="One cause")
+    def get_cause(cause_id: str) -> dict[str, Any]:
+        """The KB entry: explanation, signatures, rules, fixes with caveats and references."""
+        cause = kb.causes.get(cause_id)
+        if cause is None:
+            raise HTTPException(status_code=404, detail=f"no cause {cause_id!r}; see GET /v1/causes")
+        return cause.model_dump(mode="json", exclude={"examples"})
+
+    @app.get("/v1/frameworks", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the frameworks")
+    def list_frameworks() -> list[dict[str, Any]]:
+        """Frameworks the advisor writes snippets for, with their timeout knobs and formats."""
+        return [fw.model_dump(mode="json", exclude={"detect", "versions"}) for fw in kb.frameworks.values()]
+
+    @app.get("/v1/questions", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the questions")
+    def list_questions() -> list[dict[str, Any]]:
+        """The guided questions and their ids (the keys of `answers`)."""
+        return [q.model_dump(mode="json") for q in kb.questions.values()]
+
+    @app.get("/healthz", tags=["service"], summary="Health check")
+    def healthz() -> dict[str, Any]:
+        """Liveness and the KB in use (open without the API key, for load balancers)."""
+        return {"status": "ok", "version": __version__, "kb": kb.digest, "causes": len(kb.causes)}
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory for `advisor serve --workers N` (each worker builds its own app)."""
+    return create_app()
+
+
+def serve(host: str, port: int, workers: int, kb_dirs: list[str]) -> int:
+    """Validate the KB, then run uvicorn; a broken KB stops here with the file and field."""
+    import sys
+
+    import uvicorn
+
+    from advisor.knowledge import ENV_KB_PATH, KBInvalid
+
+    if kb_dirs:
+        os.environ[ENV_KB_PATH] = os.pathsep.join([*kb_dirs, *filter(None, [os.environ.get(ENV_KB_PATH)])])
+    try:
+        load_kb()
+    except KBInvalid as exc:
+        sys.stderr.write(f"advisor serve: refusing to start: {exc}\n")
+        return 4
+    uvicorn.run("advisor.api:app_from_env", factory=True, host=host, port=port, workers=max(1, workers),
+                log_level="info", access_log=True)
+    return 0
