@@ -61,10 +61,10 @@ def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
         ok, note = applicability(fix, facts)
         if not ok:
             continue
-        step, step_snippets = _resolve(kb, fix, facts, framework)
+        step, step_snippets = resolve_fix(kb, fix, facts)
         step.applies_note = note
         actions.append(step)
-        snippets.extend(step_snippets)
+        snippets.extend(snippet for snippet, _ in step_snippets)
         references.extend(u for u in fix.references if u not in references)
     references.extend(u for u in cause.references if u not in references)
     out = Fix(
@@ -77,7 +77,10 @@ def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
     return out
 
 
-def _resolve(kb, fix: schema.Fix, facts: Facts, framework: str | None) -> tuple[FixStep, list[Snippet]]:
+def resolve_fix(kb, fix: schema.Fix, facts: Facts) -> tuple[FixStep, list[tuple[Snippet, list[Resolved]]]]:
+    """One fix for these facts: its step, and each snippet with the settings it carries (the
+    integration tests feed the snippets to the frameworks' parsers and check those settings)."""
+    framework = facts.get("framework")
     torch_v = facts.get("torch_version")
     settings: dict[str, Any] = {}
     derivations: list[str] = []
@@ -114,9 +117,9 @@ def _resolve(kb, fix: schema.Fix, facts: Facts, framework: str | None) -> tuple[
         caveat=fix.caveat.strip() if fix.caveat else None, settings=settings, derivations=derivations,
         references=list(fix.references),
     )
-    snippets: list[Snippet] = []
+    snippets: list[tuple[Snippet, list[Resolved]]] = []
     if env_items:
-        snippets.append(render("shell", env_items, framework or "any", f"{fix.title} (set before launching every rank)", {}))
+        snippets.append((render("shell", env_items, framework or "any", f"{fix.title} (set before launching every rank)", {}), env_items))
     if knob_items:
         snippets.extend(_knob_snippets(kb, fix, knob_items, facts, framework))
     return step, snippets
@@ -134,7 +137,7 @@ def framework_chain(kb, framework: str | None) -> list[str]:
     return chain or [FALLBACK_FRAMEWORK]
 
 
-def _knob_snippets(kb, fix: schema.Fix, items: list[tuple[str, Any, str | None]], facts: Facts, framework: str | None) -> list[Snippet]:
+def _knob_snippets(kb, fix: schema.Fix, items: list[tuple[str, Any, str | None]], facts: Facts, framework: str | None) -> list[tuple[Snippet, list[Resolved]]]:
     chain = framework_chain(kb, framework)
     by_format: dict[str, list[Resolved]] = {}
     owner: dict[str, str] = {}
@@ -155,7 +158,7 @@ def _knob_snippets(kb, fix: schema.Fix, items: list[tuple[str, Any, str | None]]
         header = f"{fix.title} ({fw.name}"
         window = next((w for w in fw.format_windows if w.format == fmt), None)
         header += f"; {window.note})" if window else ")"
-        out.append(render(fmt, resolved, fw.id, header, fact_values))
+        out.append((render(fmt, resolved, fw.id, header, fact_values), resolved))
     return out
 
 

@@ -234,6 +234,7 @@ SnippetFormat = Literal[
     "lightning-python",
     "lightningcli-yaml",
     "accelerate-python",
+    "accelerate-yaml",
     "deepspeed-env",
     "torch-python",
     "hf-python",

@@ -38,6 +38,7 @@ KNOBS: dict[str, str] = {
     "ignore_data_skip": "on resume, do not fast-forward the data loader through the seen batches",
     "find_unused_parameters": "DDP looks for parameters without gradients each step",
     "vllm_server_timeout": "seconds to wait for the vLLM server to come up",
+    "distributed_debug": "the framework's own checks that every rank runs the same distributed operations",
 }
 
 # Environment variables PyTorch renamed in 2.2 (the TORCH_ name first, old name still read with a
@@ -60,7 +61,7 @@ FR_ALIASES_28 = {
 }
 
 LANGUAGE = {
-    "llamafactory-yaml": "yaml", "trl-yaml": "yaml", "openr1-yaml": "yaml", "lightningcli-yaml": "yaml",
+    "llamafactory-yaml": "yaml", "trl-yaml": "yaml", "openr1-yaml": "yaml", "lightningcli-yaml": "yaml", "accelerate-yaml": "yaml",
     "hf-cli": "bash", "shell": "bash", "deepspeed-env": "bash", "torchtitan-toml": "toml",
     "torchtitan-python": "python", "lightning-python": "python", "accelerate-python": "python",
     "torch-python": "python", "hf-python": "python",
@@ -179,9 +180,17 @@ def _titan_python(items: list[Resolved], header: str) -> str:
     lines = [f"# {header}", *_comment_lines(items), "# in the function that builds your Trainer.Config (torchtitan >= 0.3):"]
     for r in items:
         lines.append(f"config.{r.key} = {_py(convert(r.value, r.unit), r.unit)}")
-    flags = " ".join(f"--{r.key} {_cli_value(convert(r.value, r.unit))}" for r in items)
+    flags = " ".join(_tyro_flag(r.key, convert(r.value, r.unit)) for r in items)
     lines.append(f"# or on the command line: {flags}")
     return "\n".join(lines) + "\n"
+
+
+def _tyro_flag(key: str, value: Any) -> str:
+    """torchtitan parses its command line with tyro: booleans are bare flags (`--metrics.no_x` for false)."""
+    if isinstance(value, bool):
+        section, _, name = key.rpartition(".")
+        return f"--{key}" if value else f"--{section + '.' if section else ''}no_{name}"
+    return f"--{key} {_cli_value(value)}"
 
 
 def _lightning_python(items: list[Resolved], header: str, facts: dict[str, Any]) -> str:
@@ -273,7 +282,7 @@ def _shell_quote(text: str) -> str:
 
 
 def render(fmt: str, items: list[Resolved], framework: str, header: str, facts: dict[str, Any]) -> Snippet:
-    if fmt in ("llamafactory-yaml", "trl-yaml", "openr1-yaml"):
+    if fmt in ("llamafactory-yaml", "trl-yaml", "openr1-yaml", "accelerate-yaml"):
         content = _flat_yaml(items, header)
     elif fmt == "hf-cli":
         content = _hf_cli(items, header)
