@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
-import io
 import json
 import os
 import sys
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Sequence, TextIO
 
 from advisor import __version__
+from advisor.inputs import InputError, open_log, sniff
 
 EXIT_OK, EXIT_UNSURE, EXIT_USAGE, EXIT_INPUT, EXIT_KB, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 PROGRESS_MIN_BYTES = 32 << 20
@@ -40,10 +39,6 @@ examples:
 exit codes:
   0 diagnosed  1 no confident diagnosis  2 usage error  3 input error  4 invalid knowledge base  130 interrupted
 """
-
-
-class InputError(Exception):
-    """A log we cannot read; the message says what to do instead."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,7 +196,7 @@ def _open_input(args, stdin: BinaryIO | None) -> tuple[str | BinaryIO, int | Non
             raise InputError("--error is empty: paste the error text between quotes")
         return args.error, len(args.error)
     if args.log is not None:
-        return _open_file(args.log)
+        return open_log(args.log)
     if args.stdin not in (None, "-"):
         raise InputError(f"unexpected argument {args.stdin!r}: use --log FILE for a file, or - for standard input")
     stream = stdin or sys.stdin.buffer
@@ -209,70 +204,7 @@ def _open_input(args, stdin: BinaryIO | None) -> tuple[str | BinaryIO, int | Non
         raise InputError("no input: give --error TEXT, --log FILE, or pipe a log (e.g. `advisor suggest - < train.log`)")
     if args.stdin is None and args.describe is not None:
         return "", 0
-    return _sniff(stream, "standard input"), None
-
-
-def _open_file(path_text: str) -> tuple[BinaryIO, int | None]:
-    path = Path(path_text)
-    if not path.exists():
-        raise InputError(f"{path_text}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path_text}: is a directory; give one log file (concatenate ranks with `cat {path_text}/* > all.log`)")
-    try:
-        handle = path.open("rb")
-    except PermissionError:
-        raise InputError(f"{path_text}: permission denied") from None
-    except OSError as exc:
-        raise InputError(f"{path_text}: cannot open ({exc.strerror or exc})") from None
-    regular = path.is_file()
-    size = path.stat().st_size if regular else None  # a pipe or /dev/stdin has no size
-    if size == 0:
-        handle.close()
-        raise InputError(f"{path_text}: the file is empty")
-    head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
-    if head == b"\x1f\x8b":
-        return _sniff(gzip.GzipFile(fileobj=handle), path_text), size
-    return _sniff(handle, path_text), size
-
-
-def _sniff(stream: BinaryIO, name: str) -> BinaryIO:
-    """Refuse binary data early, with a clear message, without reading the stream twice."""
-    from advisor.reader import looks_binary
-
-    try:
-        head = stream.read(65536)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"{name}: cannot read ({exc})") from None
-    if looks_binary(head):
-        raise InputError(f"{name}: looks like binary data, not a text log (an archive? a core dump?)")
-    return _Prepend(head, stream)
-
-
-class _Prepend(io.RawIOBase):
-    """A stream that first returns `head`, then the rest of `stream`."""
-
-    def __init__(self, head: bytes, stream: BinaryIO):
-        self._head = head
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        if self._head:
-            if size is None or size < 0 or size >= len(self._head):
-                data, self._head = self._head, b""
-                rest = self._stream.read(-1 if size is None or size < 0 else size - len(data))
-                return data + (rest or b"")
-            data, self._head = self._head[:size], self._head[size:]
-            return data
-        return self._stream.read(size) or b""
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            super().close()
+    return sniff(stream, "standard input"), None
 
 
 def _progress(err: TextIO, size: int | None) -> Callable[[int], None] | None:

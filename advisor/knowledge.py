@@ -25,7 +25,9 @@ from advisor import schema
 from advisor.regex import PatternError, compile_pattern
 
 ENV_KB_PATH = "ADVISOR_KB_PATH"
+ENV_CACHE_DIR = "ADVISOR_CACHE_DIR"
 MAX_KB_FILE = 1 << 20
+CACHE_FORMAT = 1
 
 try:  # libyaml when available: several times faster, same safety
     _SafeLoader = yaml.CSafeLoader
@@ -140,6 +142,11 @@ class KnowledgeBase:
     """KB object id -> the file it came from (for error messages)."""
     digest: str = ""
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("probe_table", None)  # compiled RE2 programs: rebuilt on demand
+        return state
+
     def framework_id(self, name: str | None) -> str | None:
         """A framework id from an id, a display name or an alias (case-insensitive)."""
         if not name:
@@ -193,29 +200,86 @@ def _collect(errors: list[KBError], fn, *args):
 
 
 def load_kb(extra_dirs: Iterable[str | Path] = ()) -> KnowledgeBase:
-    """Load, validate and cross-check the built-in KB plus any team directories."""
+    """Load, validate and cross-check the built-in KB plus any team directories.
+
+    The validated KB is cached in memory and on disk (a pickle under the user's cache directory,
+    keyed by a hash of every KB file's *content*), so the CLI starts fast and an edited KB file is
+    never served stale.
+    """
     extra = tuple(str(Path(d)) for d in extra_kb_dirs(extra_dirs))
     return _load_cached(extra, _fingerprint(extra))
 
 
 def _fingerprint(extra: tuple[str, ...]) -> str:
-    """Cheap change detector (names, sizes, mtimes) so an edited KB file is never served stale."""
-    h = hashlib.sha256()
+    """A hash of every KB file's path and content, plus the code version that reads them."""
+    from advisor import __version__
+
+    h = hashlib.sha256(f"{__version__}:{CACHE_FORMAT}".encode())
     for root in (builtin_kb_dir(), *map(Path, extra)):
         if not root.is_dir():
             h.update(f"missing:{root}".encode())
             continue
         for path in sorted(root.rglob("*.yaml")):
             try:
-                st = path.stat()
+                data = path.read_bytes()
             except OSError:
                 continue
-            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+            h.update(f"{path}\0{len(data)}\0".encode())
+            h.update(data)
     return h.hexdigest()
+
+
+def _cache_file(fingerprint: str) -> Path | None:
+    if os.environ.get("ADVISOR_NO_CACHE"):
+        return None
+    base = os.environ.get(ENV_CACHE_DIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nccl-advisor")
+    return Path(base) / f"kb-{fingerprint[:32]}.pickle"
+
+
+def _read_cache(path: Path | None) -> KnowledgeBase | None:
+    """A cached KB, only from a file this user owns and nobody else can write."""
+    import pickle
+
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        kb = pickle.loads(path.read_bytes())  # noqa: S301 - our own file, checked above
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        return None
+    return kb if isinstance(kb, KnowledgeBase) else None
+
+
+def _write_cache(path: Path | None, kb: KnowledgeBase) -> None:
+    import pickle
+    import tempfile
+
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kb-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(kb, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs start-up time
 
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(extra: tuple[str, ...], fingerprint: str) -> KnowledgeBase:
+    cache = _cache_file(fingerprint)
+    kb = _read_cache(cache)
+    if kb is None:
+        kb = _load_and_validate(extra)
+        _write_cache(cache, kb)
+    return kb
+
+
+def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     errors: list[KBError] = []
     root = builtin_kb_dir()
     digest = hashlib.sha256()

@@ -18,7 +18,8 @@ SNAKE = r"^[a-z][a-z0-9_]*$"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators are built on first use: a KB served from the compiled cache never needs them
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _check_url(url: str) -> str:
