@@ -12,7 +12,6 @@ for the version history of each string); framework-specific cues come from the K
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -718,6 +717,8 @@ class FactCollector:
         if user_exc and self.first_timeout_line is not None:
             put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")
         if len(self.rates) >= 3:
+            import statistics
+
             values = [r for _, r in self.rates]
             before = statistics.median(values[:-1])
             if before > 0 and values[-1] < before / 5:

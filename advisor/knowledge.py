@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from advisor import schema
@@ -28,12 +27,7 @@ ENV_KB_PATH = "ADVISOR_KB_PATH"
 ENV_CACHE_DIR = "ADVISOR_CACHE_DIR"
 MAX_KB_FILE = 1 << 20
 CACHE_FORMAT = 1
-
-try:  # libyaml when available: several times faster, same safety
-    _SafeLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _SafeLoader = yaml.SafeLoader
-
+CACHE_KEEP = 8  # KB caches kept on disk (one per KB content + extra-dir set)
 
 class KBError(Exception):
     """One problem in one KB file, at one field."""
@@ -74,6 +68,9 @@ def extra_kb_dirs(cli_dirs: Iterable[str | Path] = ()) -> list[Path]:
 
 
 def load_yaml(path: Path) -> Any:
+    import yaml  # only when the KB is parsed, not when it comes from the cache
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: faster, same safety
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -87,7 +84,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise KBError(path, "(file)", f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
@@ -141,6 +138,8 @@ class KnowledgeBase:
     sources: dict[str, Path] = field(default_factory=dict)
     """KB object id -> the file it came from (for error messages)."""
     digest: str = ""
+    atoms: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    """probe pattern -> required literal atoms, computed once and cached with the KB."""
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -181,7 +180,7 @@ class KnowledgeBase:
             for i, ver in enumerate(fw.versions):
                 probes.append(Probe(f"ver:{fw.id}:{i}", ver.regex, "version", fw.id, not ver.case_sensitive))
         probes += fact_probes()
-        return ProbeTable(probes)
+        return ProbeTable(probes, atoms=self.atoms)
 
 
 def _kb_files(root: Path, sub: str) -> list[Path]:
@@ -215,6 +214,13 @@ def _fingerprint(extra: tuple[str, ...]) -> str:
     from advisor import __version__
 
     h = hashlib.sha256(f"{__version__}:{CACHE_FORMAT}".encode())
+    # the code that shapes the cached object: a changed reader must never get a stale pickle
+    here = Path(__file__).resolve().parent
+    for name in ("knowledge.py", "schema.py", "regex.py", "facts.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
     for root in (builtin_kb_dir(), *map(Path, extra)):
         if not root.is_dir():
             h.update(f"missing:{root}".encode())
@@ -249,6 +255,10 @@ def _read_cache(path: Path | None) -> KnowledgeBase | None:
         kb = pickle.loads(path.read_bytes())  # noqa: S301 - our own file, checked above
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         return None
+    try:
+        os.utime(path)  # mark it used, so pruning keeps the caches that are still read
+    except OSError:
+        pass
     return kb if isinstance(kb, KnowledgeBase) else None
 
 
@@ -265,8 +275,24 @@ def _write_cache(path: Path | None, kb: KnowledgeBase) -> None:
             pickle.dump(kb, handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+        _prune_cache(path.parent)
     except OSError:
         pass  # a read-only home only costs start-up time
+
+
+def _prune_cache(directory: Path, keep: int = CACHE_KEEP) -> None:
+    """Drop all but the newest `keep` KB caches: every KB or advisor upgrade writes a new one."""
+    entries = []
+    for entry in directory.glob("kb-*.pickle"):
+        try:
+            entries.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    for _, stale in sorted(entries, reverse=True)[keep:]:
+        try:
+            stale.unlink()
+        except OSError:
+            pass
 
 
 @functools.lru_cache(maxsize=8)
@@ -343,6 +369,10 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     errors.extend(cross_check(kb))
     if errors:
         raise KBInvalid(errors)
+    from advisor.regex import required_atoms
+
+    kb.atoms = {p.pattern: required_atoms(p.pattern) for p in kb.probe_table.probes}
+    kb.__dict__.pop("probe_table", None)  # rebuilt with the atoms on first use
     return kb
 
 

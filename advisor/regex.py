@@ -13,6 +13,7 @@ run of blanks, or one line break (optionally followed by a torchrun `[rankN]:` p
 from __future__ import annotations
 
 import functools
+import re
 
 import re2
 
@@ -35,67 +36,24 @@ def _options(case_sensitive: bool = True) -> re2.Options:
     return options
 
 
+# tokens of a pattern that spaces must not be rewritten inside: escapes and character classes
+_PROTECTED = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]| +")
+
+
+@functools.lru_cache(maxsize=4096)
 def wrap_tolerant(pattern: str) -> str:
-    """Rewrite literal spaces outside character classes into `WRAP_SPACE`."""
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-            out.append(ch)
-        elif ch == "[":
-            in_class = True
-            out.append(ch)
-            # a ']' right after '[' or '[^' is a literal member, not the end of the class
-            if pattern[i + 1 : i + 2] == "^":
-                out.append("^")
-                i += 1
-            if pattern[i + 1 : i + 2] == "]":
-                out.append("]")
-                i += 1
-        elif ch == " ":
-            while i + 1 < len(pattern) and pattern[i + 1] == " ":
-                i += 1
-            out.append(WRAP_SPACE)
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
+    """Rewrite runs of literal spaces outside character classes into `WRAP_SPACE`."""
+    if " " not in pattern:
+        return pattern
+    return _PROTECTED.sub(lambda m: WRAP_SPACE if m.group(0)[0] == " " else m.group(0), pattern)
+
+
+_NAMED_GROUP = re.compile(r"\\.|\(\?P<\w+>")
 
 
 def strip_named_groups(pattern: str) -> str:
     """Turn `(?P<name>...)` into `(?:...)` so many patterns can share one alternation."""
-    out: list[str] = []
-    i = 0
-    in_class = False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-            out.append(ch)
-        elif ch == "[":
-            in_class = True
-            out.append(ch)
-        elif pattern.startswith("(?P<", i):
-            end = pattern.find(">", i)
-            out.append("(?:")
-            i = end + 1
-            continue
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
+    return _NAMED_GROUP.sub(lambda m: "(?:" if m.group(0)[0] == "(" else m.group(0), pattern)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -117,6 +75,66 @@ def compile_bytes_alternation(patterns: list[str], ignore_case: bool = True):
         return re2.compile(source.encode(), options=_options(case_sensitive=not ignore_case))
     except re2.error as exc:  # pragma: no cover - each part was already compiled on its own
         raise PatternError(str(exc)) from None
+
+
+MIN_ATOM = 3
+
+
+def required_atoms(pattern: str) -> tuple[str, ...] | None:
+    """Lower-cased literals such that every match of `pattern` contains at least one of them.
+
+    Derived from the pattern's parse tree: a literal run in a concatenation is required, an
+    alternation requires one of its branches' atoms, an optional part requires nothing. Spaces
+    break runs (a space in a KB pattern also matches a line break). None when no atom of at
+    least MIN_ATOM characters is provably required: such a probe is always run.
+    """
+    try:
+        import re._parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # RE2-only syntax Python cannot parse: no prefilter, always run
+        return None
+    atoms = _seq_atoms(list(parsed))
+    if not atoms or min(len(a) for a in atoms) < MIN_ATOM:
+        return None
+    return tuple(sorted(atoms))
+
+
+def _seq_atoms(items) -> set[str] | None:
+    import re._constants as c
+
+    best: set[str] | None = None
+    run = ""
+
+    def consider(candidate: set[str] | None) -> None:
+        nonlocal best
+        if candidate and (best is None or _atom_score(candidate) > _atom_score(best)):
+            best = candidate
+
+    for op, arg in items:
+        if op is c.LITERAL and chr(arg) != " ":
+            run += chr(arg).lower()
+            continue
+        consider({run} if run else None)
+        run = ""
+        if op is c.SUBPATTERN:
+            consider(_seq_atoms(list(arg[-1])))
+        elif op is c.BRANCH:
+            branches = [_seq_atoms(list(b)) for b in arg[1]]
+            if all(branches):
+                consider(set().union(*branches))
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)) and arg[0] >= 1:
+            consider(_seq_atoms(list(arg[2])))
+        elif op is getattr(c, "ATOMIC_GROUP", None):
+            consider(_seq_atoms(list(arg)))
+    consider({run} if run else None)
+    return best
+
+
+def _atom_score(atoms: set[str]) -> tuple[int, int]:
+    return (min(len(a) for a in atoms), -len(atoms))
 
 
 class PatternSet:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
 
 from advisor.reader import Block, decode
-from advisor.regex import PatternSet, compile_bytes_alternation, compile_pattern
+from advisor.regex import PatternSet, compile_bytes_alternation, compile_pattern, required_atoms
 
 # the longest stretch of text one hit may pull in (a pattern spanning many lines, a giant line)
 MAX_WINDOW = 64 << 10
@@ -55,28 +55,49 @@ class Listener(Protocol):
     def on_hit(self, hit: LineHit) -> None: ...
 
 
+# Windows checked with the literal-atom prefilter before the RE2 set is worth compiling (~50 ms):
+# a pasted error line never pays for it, a gigabyte log pays once.
+SET_AFTER = 64
+
+
 @dataclass
 class ProbeTable:
-    """Probes compiled for scanning: the byte alternation for the fast path and a set for the
-    slow path."""
+    """Probes compiled for scanning: a byte alternation for the fast path, and for the slow path
+    a literal-atom prefilter (cheap to start) that gives way to an RE2 set on hit-heavy logs."""
 
     probes: list[Probe]
-    _fast: Any = field(init=False, repr=False)
-    _sets: list[tuple[PatternSet, list[int]]] = field(init=False, repr=False)
+    atoms: dict[str, tuple[str, ...] | None] | None = None
+    """pattern -> required literals (advisor.regex.required_atoms); computed when not given."""
+    _fast: Any = field(init=False, repr=False, default=None)
+    _sets: list[tuple[PatternSet, list[int]]] | None = field(init=False, repr=False, default=None)
+    _atoms: list[tuple[str, ...] | None] = field(init=False, repr=False, default_factory=list)
+    _windows: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self) -> None:
-        ci = [i for i, p in enumerate(self.probes) if p.ignore_case]
-        cs = [i for i, p in enumerate(self.probes) if not p.ignore_case]
-        parts = [f"(?i:{self.probes[i].pattern})" for i in ci]
-        parts += [f"(?:{self.probes[i].pattern})" for i in cs]
-        self._fast = compile_bytes_alternation(parts, ignore_case=False)
-        self._sets = [
-            (PatternSet([self.probes[i].pattern for i in idx], ignore_case=case), idx)
-            for idx, case in ((ci, True), (cs, False))
-            if idx
-        ]
+        known = self.atoms or {}
+        self._atoms = [known[p.pattern] if p.pattern in known else required_atoms(p.pattern) for p in self.probes]
 
-    def matching(self, text: str) -> list[int]:
+    @property
+    def fast(self):
+        if self._fast is None:
+            parts = [f"(?i:{p.pattern})" if p.ignore_case else f"(?:{p.pattern})" for p in self.probes]
+            self._fast = compile_bytes_alternation(parts, ignore_case=False)
+        return self._fast
+
+    def matching(self, text: str, atoms_only: bool = False) -> list[int]:
+        """Indices of the probes that may match `text` (each is confirmed by its own regex)."""
+        self._windows += 1
+        if atoms_only or self._windows <= SET_AFTER:
+            lowered = text.lower()
+            return [i for i, atoms in enumerate(self._atoms) if atoms is None or any(a in lowered for a in atoms)]
+        if self._sets is None:
+            ci = [i for i, p in enumerate(self.probes) if p.ignore_case]
+            cs = [i for i, p in enumerate(self.probes) if not p.ignore_case]
+            self._sets = [
+                (PatternSet([self.probes[i].pattern for i in idx], ignore_case=case), idx)
+                for idx, case in ((ci, True), (cs, False))
+                if idx
+            ]
         out: list[int] = []
         for pset, idx in self._sets:
             out.extend(idx[j] for j in pset.matching(text))
@@ -127,12 +148,19 @@ def scan(
     return stats
 
 
+SMALL_LINES = 256
+
+
 def _hits_in(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit]:
+    if data.count(b"\n", 0, 1 << 16) <= SMALL_LINES and len(data) <= 1 << 16 and table._fast is None:
+        # a pasted error: checking each line's atoms beats building the big alternation's DFA
+        yield from _hits_small(data, base_line, table)
+        return
     pos = 0
     line_no = base_line
     counted_to = 0
     end = len(data)
-    fast = table._fast
+    fast = table.fast
     while pos < end:
         m = fast.search(data, pos)
         if m is None:
@@ -156,10 +184,20 @@ def _hits_in(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit
         pos = max(core_end, e if e > s else s + 1)
 
 
-def _probe_window(window: str, core_len: int, first_line: int, table: ProbeTable) -> Iterator[LineHit]:
+def _hits_small(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit]:
+    """Each line is a window (with the next line, for wrapped messages), prefiltered by atoms."""
+    lines = decode(data).split("\n")
+    for i, line in enumerate(lines):
+        if not line and i == len(lines) - 1:
+            break
+        window = line + "\n" + (lines[i + 1] if i + 1 < len(lines) else "")
+        yield from _probe_window(window, len(line) + 1, base_line + i, table, atoms_only=True)
+
+
+def _probe_window(window: str, core_len: int, first_line: int, table: ProbeTable, atoms_only: bool = False) -> Iterator[LineHit]:
     found: list[LineHit] = []
     line_starts: list[int] | None = None
-    for index in table.matching(window):
+    for index in table.matching(window, atoms_only):
         probe = table.probes[index]
         for m in probe.regex.finditer(window):
             start = m.start()

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import TYPE_CHECKING
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is imported on first use: most diagnoses compare no version
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 _LEADING = re.compile(r"v?(\d+(?:\.\d+){0,3})((?:\.?(?:dev|rc|a|b|post)\d*)?)", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=1024)
-def parse_version(text: str | None) -> Version | None:
+def parse_version(text: str | None) -> "Version | None":
     """The leading version in `text`, or None when there is none."""
+    from packaging.version import InvalidVersion, Version
+
     if not text:
         return None
     match = _LEADING.search(str(text).strip())
@@ -34,8 +38,10 @@ def parse_version(text: str | None) -> Version | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def parse_specifier(spec: str) -> SpecifierSet:
+def parse_specifier(spec: str) -> "SpecifierSet":
     """A `packaging` SpecifierSet; raises ValueError naming the bad specifier."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         return SpecifierSet(spec)
     except InvalidSpecifier as exc:

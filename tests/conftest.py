@@ -17,3 +17,11 @@ def kb():
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_kb_cache(tmp_path_factory):
+    """Keep the suite's KB caches out of the user's ~/.cache (subprocesses inherit the variable)."""
+    import os
+
+    os.environ["ADVISOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("kb-cache"))

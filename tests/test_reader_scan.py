@@ -109,3 +109,51 @@ def test_stream_of_many_blocks_keeps_bounded_evidence(kb):
     assert slots["collective-timeout"].count == 20_000
     assert len(slots["collective-timeout"].lines) <= 6
     assert reading.stats.lines == 20_000
+
+
+def _evidence_and_facts(kb, text):
+    reading = read_log(kb, text)
+    hits = sorted((cause, sig, line.line) for cause, slots in reading.signatures.by_cause.items()
+                  for sig, slot in slots.items() for line in slot.lines)
+    return hits, reading.facts.model_dump()
+
+
+def all_example_logs(kb):
+    from helpers import case_paths
+    import yaml
+
+    logs = [ex.log for c in kb.causes.values() for kind in ("positive", "negative") for ex in getattr(c.examples, kind)]
+    logs += [yaml.safe_load(p.read_text())["log"] for p in case_paths()]
+    return logs
+
+
+def test_small_input_path_and_block_path_find_the_same_evidence(kb, monkeypatch):
+    """Pasted errors skip the big alternation (advisor.scan._hits_small); both paths must agree."""
+    import advisor.scan as scan_module
+    from advisor.knowledge import KnowledgeBase
+
+    logs = all_example_logs(kb)
+    small = [_evidence_and_facts(kb, log) for log in logs]
+    monkeypatch.setattr(scan_module, "SMALL_LINES", -1)  # force the block path
+    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    big = [_evidence_and_facts(fresh, log) for log in logs]
+    for log, a, b in zip(logs, small, big):
+        assert a == b, log[:200]
+
+
+def test_atom_prefilter_never_hides_a_match(kb):
+    """Soundness of advisor.regex.required_atoms on real text: wherever a probe's regex matches,
+    one of its atoms occurs in the matched line (checked over every example and shared case)."""
+    table = kb.probe_table
+    checked = 0
+    for log in all_example_logs(kb):
+        lines = log.split("\n")
+        for i, line in enumerate(lines):
+            window = line + "\n" + (lines[i + 1] if i + 1 < len(lines) else "")
+            for probe, atoms in zip(table.probes, table._atoms):
+                m = probe.regex.search(window)
+                if m is None or m.start() > len(line) or atoms is None:
+                    continue
+                checked += 1
+                assert any(a in window.lower() for a in atoms), (probe.id, atoms, line)
+    assert checked > 200

@@ -23,6 +23,8 @@ async def paste_and_diagnose(app: AdvisorApp, pilot, log: str) -> None:
     await pilot.press("ctrl+g")
     await app.workers.wait_for_complete()
     await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
 
 
 async def answer_all(app: AdvisorApp, pilot, answers: dict[str, str]) -> list[str]:

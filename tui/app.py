@@ -103,7 +103,7 @@ class AdvisorApp(App):
     def say(self, text: str | Text, role: str = "advisor") -> None:
         chat = self.query_one("#chat", VerticalScroll)
         chat.mount(ChatMessage(text, role))
-        chat.scroll_end(animate=False)
+        chat.call_after_refresh(chat.scroll_end, animate=False)
 
     def action_diagnose(self) -> None:
         if self.reading is not None:
@@ -220,7 +220,7 @@ class AdvisorApp(App):
         for old in self.query(FinalAnswer):
             old.remove()
         chat.mount(FinalAnswer(d))
-        chat.scroll_end(animate=False)
+        chat.call_after_refresh(chat.scroll_end, animate=False)
         options = self.query_one("#snippets", OptionList)
         options.clear_options()
         options.add_options([Option(f"[{i + 1}] {s.title} ({s.format})", id=str(i)) for i, s in enumerate(d.fix.snippets)])
