@@ -121,19 +121,26 @@ def _coerce(value: str):
             return value
 
 
+LEANING = 0.15  # below this probability a cause is not named
+LEADS_BY = 1.5  # ... nor when the runner-up is nearly as likely
+
+
 def _status(causes, top_real) -> str:
     if top_real is not None and top_real.score >= DIAGNOSED:
         return "diagnosed"
     if causes and causes[0].benign and not any(c.score >= 0.15 for c in causes if not c.benign):
         return "diagnosed"
-    if top_real is not None and top_real.score >= 0.15:
-        return "uncertain"
-    return "no-match"
+    if top_real is not None and top_real.score >= LEANING:
+        runner_up = next((c.score for c in causes if not c.benign and c is not top_real), 0.0)
+        if top_real.score >= LEADS_BY * runner_up:
+            return "uncertain"
+    return "no-match"  # nothing, or a near tie: naming one cause (and its fix) would be a guess
 
 
 def _headline(status: str, causes, top_real, fix) -> str:
     if status == "no-match":
-        return "No confident match: " + fix.summary
+        lead = "Cause not yet known" if fix.summary.endswith("does not show why.") else "No confident match"
+        return f"{lead}: {fix.summary}"
     if status == "diagnosed" and causes and causes[0].benign:
         return fix.summary
     lead = "Likely" if status == "uncertain" else "Diagnosis"

@@ -201,6 +201,47 @@ def _next_run(facts: Facts) -> tuple[list[str], Snippet]:
     return notes, render("shell", items, "any", header, {})
 
 
+_FAILURE_WORDS = {
+    "timeout": "A collective timed out",
+    "heartbeat": "The NCCL heartbeat monitor killed the job",
+    "oom": "A rank ran out of memory",
+    "exception": "A rank raised an exception",
+    "killed": "A rank was killed",
+    "hardware": "A GPU or driver error was reported",
+    "network": "A network connection failed",
+    "nccl-error": "NCCL reported an error",
+    "store-timeout": "The rendezvous store timed out",
+    "launch": "The launcher reported a failed worker",
+}
+
+
+def symptom_summary(facts: Facts) -> str | None:
+    """What visibly failed, in one clause (`A collective timed out (_ALLGATHER_BASE at SeqNum 7 after 30 min)`)."""
+    kind = facts.get("first_failure")
+    words = _FAILURE_WORDS.get(kind) if isinstance(kind, str) else None
+    if words is None:
+        return None
+    if kind != "timeout":
+        return words
+    detail = []
+    if facts.get("op_type"):
+        detail.append(str(facts.get("op_type")))
+    if facts.get("seq_num") is not None:
+        detail.append(f"at SeqNum {facts.get('seq_num')}")
+    timeout_ms = facts.get("timeout_ms")
+    if isinstance(timeout_ms, (int, float)) and timeout_ms > 0:
+        detail.append(f"after {_duration(timeout_ms / 1000)}")
+    return words + (f" ({' '.join(detail)})" if detail else "")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
 def _see_more(kb, facts: Facts, benign: RankedCause | None) -> Fix:
     notes, snippet = _next_run(facts)
     if benign is not None:
@@ -208,12 +249,22 @@ def _see_more(kb, facts: Facts, benign: RankedCause | None) -> Fix:
         explanation = kb.causes[benign.id].explanation.strip()
         refs = list(kb.causes[benign.id].references)
     else:
-        summary = "No known failure pattern was recognised with confidence."
-        explanation = (
-            "The text does not contain a message the knowledge base recognises well enough to name a cause. "
-            "Paste more of the log (every rank's output from a minute before the first error to the end), answer the "
-            "questions, or turn on the diagnostics below so the next failure leaves evidence."
-        )
+        symptom = symptom_summary(facts)
+        if symptom:
+            summary = f"{symptom}, but this text does not show why."
+            explanation = (
+                "The failure itself is recognised, not its cause: a rank that reports a timeout or an aborted "
+                "communicator is usually waiting on another rank that stopped, crashed or fell behind first. Paste more "
+                "of the log (every rank's output from a minute before the first error to the end), answer the questions, "
+                "or turn on the diagnostics below so the next failure leaves evidence."
+            )
+        else:
+            summary = "No known failure pattern was recognised with confidence."
+            explanation = (
+                "The text does not contain a message the knowledge base recognises well enough to name a cause. "
+                "Paste more of the log (every rank's output from a minute before the first error to the end), answer the "
+                "questions, or turn on the diagnostics below so the next failure leaves evidence."
+            )
         refs = []
     return Fix(
         cause_id=None, summary=summary, explanation=explanation, actions=[], snippets=[snippet],

@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # packaging is imported on first use: most diagnoses compare 
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-_LEADING = re.compile(r"v?(\d+(?:\.\d+){0,3})((?:\.?(?:dev|rc|a|b|post)\d*)?)", re.IGNORECASE)
+_LEADING = re.compile(
+    r"v?(\d+(?:\.\d+){0,3})((?:[.-]?(?:a|b|rc)\d*)?(?:[.-]?post\d*)?(?:[.-]?dev\d*)?)", re.IGNORECASE
+)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -28,13 +30,10 @@ def parse_version(text: str | None) -> "Version | None":
     match = _LEADING.search(str(text).strip())
     if not match:
         return None
-    release, marker = match.group(1), match.group(2)
-    if marker and marker.lower().lstrip(".") in {"dev", "rc", "a", "b", "post"}:
-        marker += "0"
     try:
-        return Version(release + marker)
+        return Version(match.group(1) + match.group(2))
     except InvalidVersion:
-        return Version(release)
+        return Version(match.group(1))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -58,7 +57,61 @@ def version_matches(version: str | None, spec: str) -> bool | None:
     parsed = parse_version(version)
     if parsed is None:
         return None
+    clauses = _plain_clauses(spec)
+    if clauses is not None and parsed.local is None:
+        verdicts = [_plain_holds(parsed, op, bound) for op, bound in clauses]
+        if False in verdicts:
+            return False
+        if None not in verdicts:
+            return True
     return parse_specifier(spec).contains(parsed, prereleases=True)
+
+
+# The KB's ranges are plain comparisons (`>=2.2,<2.6`). Answering those here, with the same rules
+# `packaging` applies in its own fast path, spares the CLI importing `packaging.specifiers` (which
+# pulls in `packaging.tags`, `logging` and `platform`): ~12 ms of a ~0.25 s run. Anything else
+# (`~=`, `===`, wildcards, a pre- or post-release of the very bound of `<V` or `>V`) goes to
+# `packaging`, so the answer is always packaging's.
+# tests/test_versions.py checks the two agree on generated versions and ranges.
+_PLAIN = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)\s*")
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_clauses(spec: str) -> "tuple[tuple[str, Version], ...] | None":
+    from packaging.version import Version
+
+    clauses = []
+    for part in spec.split(","):
+        match = _PLAIN.fullmatch(part)
+        if match is None:
+            return None
+        clauses.append((match.group(1), Version(match.group(2))))
+    return tuple(clauses) or None
+
+
+def _plain_holds(version: "Version", op: str, bound: "Version") -> bool | None:
+    """One comparison for a version without a local label; None where packaging must decide."""
+    if op == ">=":
+        return version >= bound
+    if op == "<=":
+        return version <= bound
+    if op == "==":
+        return version == bound
+    if op == "!=":
+        return version != bound
+    if op == "<" and version >= bound or op == ">" and version <= bound:
+        return False  # PEP 440's special cases only ever remove versions from `<V` and `>V`
+    if _family(version) == _family(bound):
+        return None  # 2.4rc1 against `<2.4`, 2.4.post1 against `>2.4`: packaging knows the rules
+    return version < bound if op == "<" else version > bound
+
+
+def _family(version: "Version") -> tuple[int, tuple[int, ...]]:
+    release = version.release
+    end = len(release)
+    while end > 1 and release[end - 1] == 0:
+        end -= 1
+    return version.epoch, release[:end]
 
 
 def major_minor(version: str | None) -> tuple[int, int] | None:

@@ -139,3 +139,22 @@ def test_kb_show_prints_one_cause():
     r = run_cli("kb", "show", "nccl-heartbeat-monitor")
     assert r.code == 0 and json.loads(r.out)["code"] == "heartbeat-monitor-kill"
     assert run_cli("kb", "show", "nope").code == 2
+
+
+def test_one_line_answer_loads_only_what_it_needs(tmp_path):
+    """Start-up cost is mostly imports: the warm CLI path must not pull in the web stack, the TUI,
+    the YAML parser (the KB comes from its cache) or packaging's specifier machinery."""
+    probe = (
+        "import io, json, sys\n"
+        "from advisor.cli import main\n"
+        f"main(['suggest', '--error', {LINE!r}], stdout=io.StringIO(), stderr=io.StringIO())\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = dict(os.environ, ADVISOR_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("ADVISOR_NO_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    cold, warm = (set(json.loads(r.stdout.splitlines()[-1])) for r in runs)
+    assert "yaml" in cold, "the first run builds the cache from YAML (else this test proves nothing)"
+    heavy = {"yaml", "fastapi", "starlette", "uvicorn", "textual", "rich", "rapidfuzz", "httpx", "packaging.specifiers"}
+    assert not heavy & warm, sorted(heavy & warm)

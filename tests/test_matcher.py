@@ -157,3 +157,15 @@ def test_questions_are_ordered_by_expected_gain(kb):
 def test_answered_questions_are_not_asked_again_even_when_unknown(kb):
     d = run(kb, TIMEOUT, phase="unknown")
     assert "phase" not in [q.id for q in d.questions]
+
+
+def test_a_lone_watchdog_line_names_the_symptom_and_asks(kb):
+    """One pasted timeout line: say what failed (op, SeqNum, limit), not "nothing recognised"."""
+    line = ("[rank3]:[E506 08:41:53.511 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=59709, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800098 "
+            "milliseconds before timing out.")
+    d = run(kb, line)
+    assert d.status == "no-match"
+    assert d.headline.startswith("Cause not yet known: A collective timed out (_ALLGATHER_BASE at SeqNum 59709 after 30 min)")
+    assert d.questions, "the answers are what can narrow a lone timeout down"
+    assert d.questions[0].id in {"phase", "framework"}

@@ -304,10 +304,16 @@ class AdvisorApp(App):
         panel.display = not panel.display
 
 
-def _preview(text: str, lines: int = 6) -> str:
-    rows = text.strip().splitlines()
-    shown = "\n".join(row[:200] for row in rows[:lines])
-    return shown + (f"\n... ({len(rows) - lines} more lines)" if len(rows) > lines else "")
+def _preview(text: str, lines: int = 6, width: int = 200) -> str:
+    """The first lines of a paste, as the user's own chat bubble: redacted like every other output."""
+    from advisor.redact import Redactor
+
+    body = text.strip()
+    rows = body.split("\n", lines)[:lines]
+    redactor = Redactor()
+    shown = "\n".join(redactor.redact(row[:65536])[:width] for row in rows)
+    more = body.count("\n") + 1 - len(rows)
+    return shown + (f"\n... ({more} more lines)" if more > 0 else "")
 
 
 def run_tui(log_path: str | None = None, kb_dirs: list[str] | None = None) -> int:
