@@ -181,6 +181,10 @@ class FactProbe:
     id: str
     pattern: str
     ignore_case: bool = True
+    recurring: str | None = None
+    """"first" when its handler keeps only the first values it sees (a version banner), "latest" when
+    only the most recent (a progress bar): on a line printed a million times the scanner may then
+    skip the repeats (advisor.scan)."""
 
 
 FACT_PROBES: list[FactProbe] = [
@@ -188,11 +192,11 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("work-nccl", r"WorkNCCL\(SeqNum=\d+", ignore_case=False),
     FactProbe("work-progress", r"last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"),
     FactProbe("gloo-timeout", r"Timed out waiting (?P<ms>\d+) ?ms for (?:recv|send) operation"),
-    FactProbe("torch-version", r"(?:\btorch(?:==| version[: ]|-)|PyTorch version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:dev|a|rc)\d*)?(?:\+\w+)?)"),
-    FactProbe("nccl-version", r"NCCL version (?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?"),
-    FactProbe("nccl-compiled", r"compiled with NCCL (?P<v>\d+\.\d+(?:\.\d+)?)"),
-    FactProbe("cuda-version", r"\bCUDA (?:runtime |Version:? |version:? )(?P<v>\d+\.\d+)"),
-    FactProbe("transformers-version", r"\btransformers(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)"),
+    FactProbe("torch-version", r"(?:\btorch(?:==| version[: ]|-)|PyTorch version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:dev|a|rc)\d*)?(?:\+\w+)?)", recurring="first"),
+    FactProbe("nccl-version", r"NCCL version (?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?", recurring="first"),
+    FactProbe("nccl-compiled", r"compiled with NCCL (?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
+    FactProbe("cuda-version", r"\bCUDA (?:runtime |Version:? |version:? )(?P<v>\d+\.\d+)", recurring="first"),
+    FactProbe("transformers-version", r"\btransformers(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
     FactProbe("member", r"GLOBAL_RANK: (?P<rank>\d+), MEMBER: (?P<member>\d+)/(?P<world>\d+)"),
     FactProbe("lf-tasks", r"Initializing (?P<world>\d+) distributed tasks at: (?P<host>[\w.:\[\]-]+?):(?P<port>\d+)"),
     FactProbe("nranks", r"\brank (?P<rank>\d+) nranks (?P<world>\d+)\b"),
@@ -209,25 +213,25 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line \d+, in (?P<func>[\w<>.]+)', ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"),
-    FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]"),
-    FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)"),
-    FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}"),
-    FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)"),
-    FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})"),
-    FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters"),
+    FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
+    FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
+    FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
+    FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)", recurring="first"),
+    FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})", recurring="latest"),
+    FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters", recurring="latest"),
     # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
     # PHB, NODE, SYS = PCIe paths of increasing distance)
     FactProbe("topo-row", r"(?m)^\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
-    FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False),
-    FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False),
+    FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False, recurring="first"),
+    FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False, recurring="first"),
     # message wording that only some torch releases print (shared/reference/facts.md §1.4)
-    FactProbe("wording-pg-guid", r"\[PG ID \d+ PG GUID", ignore_case=False),
-    FactProbe("wording-pg-rank", r"\[PG \d+ Rank \d+\]", ignore_case=False),
-    FactProbe("wording-detected-at-work", r"Exception \(either an error or timeout\) detected by watchdog at work", ignore_case=False),
-    FactProbe("wording-heartbeat-24", r"Heartbeat monitor timed out! Process will be terminated", ignore_case=False),
-    FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False),
-    FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False),
-    FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False),
+    FactProbe("wording-pg-guid", r"\[PG ID \d+ PG GUID", ignore_case=False, recurring="first"),
+    FactProbe("wording-pg-rank", r"\[PG \d+ Rank \d+\]", ignore_case=False, recurring="first"),
+    FactProbe("wording-detected-at-work", r"Exception \(either an error or timeout\) detected by watchdog at work", ignore_case=False, recurring="first"),
+    FactProbe("wording-heartbeat-24", r"Heartbeat monitor timed out! Process will be terminated", ignore_case=False, recurring="first"),
+    FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False, recurring="first"),
+    FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False, recurring="first"),
+    FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False, recurring="first"),
 ]
 
 # What each wording proves about the torch release, as (lower, upper-exclusive) bounds.
@@ -243,7 +247,7 @@ _WORDING_RANGES = {
 
 
 def fact_probes() -> list[Probe]:
-    return [Probe(f"fact:{p.id}", p.pattern, "fact", p.id, p.ignore_case) for p in FACT_PROBES]
+    return [Probe(f"fact:{p.id}", p.pattern, "fact", p.id, p.ignore_case, recurring=p.recurring) for p in FACT_PROBES]
 
 
 # --- the collector ----------------------------------------------------------------------------
@@ -287,7 +291,8 @@ class FactCollector:
     phase_now: tuple[str, int, str] | None = None
     phase_at_failure: tuple[str, int, str] | None = None
     wording: list[tuple[str, int, str]] = field(default_factory=list)
-    rates: list[tuple[int, float]] = field(default_factory=list)  # (line, throughput) samples
+    rates: list[tuple[int, float]] = field(default_factory=list)  # (line, throughput), thinned evenly
+    last_rate: tuple[int, float] | None = None
     step_now: tuple[int, int] | None = None
     step_at_failure: tuple[int, int] | None = None
     exceptions: list[tuple[int, str, str, bool]] = field(default_factory=list)  # line, type, msg, cascade
@@ -533,9 +538,13 @@ class FactCollector:
 
     def _sample_rate(self, line: int, value: float) -> None:
         if self.phase_at_failure is None:  # only the run-up to the failure matters
-            self.rates.append((line, value))
-            if len(self.rates) > 64:
-                del self.rates[:32]
+            # the whole run's history, thinned to every other sample when full: the reference level
+            # must not depend on how densely the scanner sampled (advisor.scan summarises repeats)
+            if self.last_rate is not None:
+                self.rates.append(self.last_rate)
+                if len(self.rates) > 128:
+                    del self.rates[::2]
+            self.last_rate = (line, value)
 
     def _on_model_size_name(self, hit: LineHit) -> None:
         b = float(hit.group("b"))
@@ -716,14 +725,14 @@ class FactCollector:
         user_exc = [x for x in self.exceptions if not x[3]]
         if user_exc and self.first_timeout_line is not None:
             put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")
-        if len(self.rates) >= 3:
+        if len(self.rates) >= 2 and self.last_rate is not None:
             import statistics
 
-            values = [r for _, r in self.rates]
-            before = statistics.median(values[:-1])
-            if before > 0 and values[-1] < before / 5:
-                put("slowdown", True, self.rates[-1][0], None, origin="inferred",
-                    detail=f"throughput fell from ~{before:g} to {values[-1]:g} per second")
+            before = statistics.median(r for _, r in self.rates)
+            line, now = self.last_rate
+            if before > 0 and now < before / 5:
+                put("slowdown", True, line, None, origin="inferred",
+                    detail=f"throughput fell from ~{before:g} to {now:g} per second")
 
 
 def _caller(frames: list[str]) -> str:

@@ -173,12 +173,13 @@ class KnowledgeBase:
             first_cause, first_sig = owned[0]
             probes.append(Probe(f"sig:{first_cause}:{first_sig.id}", regex, kind, first_cause, not case_sensitive, tuple(owned)))
         for i, cue in enumerate(self.phase_cues):
-            probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive))
+            probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive, recurring="latest"))
         for fw in self.frameworks.values():
             for i, det in enumerate(fw.detect):
-                probes.append(Probe(f"fw:{fw.id}:{i}", det.regex, "framework", fw.id, not det.case_sensitive, (fw.id, det.weight)))
+                probes.append(Probe(f"fw:{fw.id}:{i}", det.regex, "framework", fw.id, not det.case_sensitive, (fw.id, det.weight),
+                                    recurring="first"))
             for i, ver in enumerate(fw.versions):
-                probes.append(Probe(f"ver:{fw.id}:{i}", ver.regex, "version", fw.id, not ver.case_sensitive))
+                probes.append(Probe(f"ver:{fw.id}:{i}", ver.regex, "version", fw.id, not ver.case_sensitive, recurring="first"))
         probes += fact_probes()
         return ProbeTable(probes, atoms=self.atoms)
 

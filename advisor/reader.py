@@ -32,11 +32,19 @@ class Block:
     """1-based number of the line `data` starts on."""
     continues_line: bool
     """the first line of `data` continues the last line of the previous block (a cut giant line)."""
+    newlines: int = -1
+    """line breaks in `data` (counted once here: every pass over a gigabyte counts)."""
+
+    def __post_init__(self) -> None:
+        if self.newlines < 0:
+            object.__setattr__(self, "newlines", self.data.count(b"\n"))
 
 
 def normalize(chunk: bytes) -> bytes:
     if b"\r" in chunk:
-        chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\r\n" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        chunk = chunk.replace(b"\r", b"\n")
     if b"\x1b" in chunk:
         chunk = _ANSI.sub(b"", chunk)
     if b"\x00" in chunk:
@@ -84,8 +92,9 @@ def iter_blocks(
         if cut == 0:
             cut = len(data)  # a giant line: cut it, the next block continues it
         block, pending = data[:cut], data[cut:]
-        yield Block(block, line, continues)
-        line += block.count(b"\n")
+        newlines = block.count(b"\n")
+        yield Block(block, line, continues, newlines)
+        line += newlines
         continues = not block.endswith(b"\n")
     if pending:
         yield Block(pending, line, continues)

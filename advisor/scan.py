@@ -30,6 +30,8 @@ class Probe:
     owner: str  # cause id, fact extractor id, phase name or framework id
     ignore_case: bool = True
     payload: Any = None
+    recurring: str | None = None
+    """"first" or "latest" when its listener keeps only the first or the latest values: see `_Recurring`."""
 
     @property
     def regex(self):
@@ -73,9 +75,21 @@ class ProbeTable:
     _atoms: list[tuple[str, ...] | None] = field(init=False, repr=False, default_factory=list)
     _windows: int = field(init=False, repr=False, default=0)
 
+    _index: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+
     def __post_init__(self) -> None:
         known = self.atoms or {}
         self._atoms = [known[p.pattern] if p.pattern in known else required_atoms(p.pattern) for p in self.probes]
+        self._index = {p.id: i for i, p in enumerate(self.probes)}
+
+    def index(self, probe: Probe) -> int:
+        return self._index[probe.id]
+
+    def without(self, hot: frozenset[int]):
+        """The byte alternation of every probe but the `hot` ones (not cached: each holds a DFA)."""
+        parts = [f"(?i:{p.pattern})" if p.ignore_case else f"(?:{p.pattern})"
+                 for i, p in enumerate(self.probes) if i not in hot]
+        return compile_bytes_alternation(parts, ignore_case=False)
 
     @property
     def fast(self):
@@ -110,6 +124,7 @@ class ScanStats:
     lines: int = 0
     hits: int = 0
     ranks_prefixed: set[int] = field(default_factory=set)
+    summarized: int = 0  # recurring lines only the most recent of which were matched in full
 
 
 def scan(
@@ -120,38 +135,119 @@ def scan(
 ) -> ScanStats:
     """Feed every probe hit in `blocks` to every listener, in log order."""
     stats = stats or ScanStats()
+    recurring = _Recurring(table)
     seen_tail: set[tuple[int, str]] = set()  # (line, probe) already reported at a block's last line
     carry = b""  # the previous block's last line, so a message wrapped across blocks still matches
     carry_line = 0
     for block in blocks:
         stats.bytes += len(block.data)
+        carried = 1 if carry else 0  # the carried line ends in the one line break it holds
         data = carry + block.data
         base_line = carry_line if carry else block.first_line
         if len(stats.ranks_prefixed) < 65536:
             stats.ranks_prefixed.update(int(r) for r in set(_RANK_PREFIX_BYTES.findall(block.data)))
         new_seen: set[tuple[int, str]] = set()
-        for hit in _hits_in(data, base_line, table):
+        for hit in _hits_in(data, base_line, table, recurring):
             key = (hit.line_no, hit.probe.id)
             if key in seen_tail:
                 continue
             new_seen.add(key)
             stats.hits += 1
+            recurring.count(hit.probe)
             for listener in listeners:
                 listener.on_hit(hit)
         last_nl = data.rfind(b"\n", 0, len(data) - 1) + 1
         carry = data[last_nl:] if data.endswith(b"\n") else b""
-        carry_line = base_line + data.count(b"\n", 0, last_nl)
+        # line breaks before the last line: the carried line's one, the block's, minus the last line's
+        carry_line = base_line + carried + block.newlines - (1 if data.endswith(b"\n") else 0)
         if len(carry) > MAX_WINDOW:
             carry = b""
         seen_tail = {k for k in new_seen if k[0] == carry_line}
-        stats.lines = block.first_line + block.data.count(b"\n") - 1
+        stats.lines = block.first_line + block.newlines - 1
+    stats.summarized = recurring.summarized
     return stats
+
+
+# A probe whose listener keeps only its first or its latest values (`Probe.recurring`: version and
+# framework banners; progress bars, phase cues) turns "hot" after HOT_AFTER hits. From then on the
+# scan searches with an alternation of the other ("cold") probes only, so RE2 skips the millions of
+# tqdm redraws and loss lines at DFA speed. A hot "first" probe has nothing left to say. For each
+# hot "latest" probe, the stretch before each cold hit (and before each block's end) is searched
+# once more, from its end backwards, for that probe's last match, and those lines are matched in
+# full, in log order. Every listener thus sees, before each failure line, the same latest values in
+# the same order as in a full pass. What it no longer sees are the repeats in between: throughput
+# samples (for `slowdown`) become one per stretch.
+HOT_AFTER = 256
+TAIL = 4096  # first look-back when searching a stretch for a hot probe's last match
+
+
+class _Recurring:
+    """Per-scan state of the hot/cold split (the probe table itself is shared between threads)."""
+
+    def __init__(self, table: ProbeTable) -> None:
+        self.table = table
+        self.counts = [0] * len(table.probes)
+        self.hot: set[int] = set()
+        self.latest: dict[int, Any] = {}  # hot "latest" probes -> their own byte regex
+        self.cold: Any = None  # alternation of the probes that are not hot
+        self.summarized = 0  # stretches whose repeats were skipped
+
+    def count(self, probe: Probe) -> None:
+        if not probe.recurring:
+            return
+        i = self.table.index(probe)
+        self.counts[i] += 1
+        if self.counts[i] == HOT_AFTER:
+            # promote the probes well on their way too: each promotion compiles a new alternation
+            probes = self.table.probes
+            rising = [j for j, n in enumerate(self.counts) if n >= HOT_AFTER // 4 and probes[j].recurring]
+            for j in {*rising, i} - self.hot:
+                self.hot.add(j)
+                p = probes[j]
+                if p.recurring == "latest":
+                    self.latest[j] = compile_bytes_alternation([f"(?i:{p.pattern})" if p.ignore_case else p.pattern], ignore_case=False)
+            self.cold = None  # free the old program (and its DFA cache) first
+            self.cold = self.table.without(frozenset(self.hot))
+
+    def last_lines(self, data: bytes, start: int, stop: int) -> list[tuple[int, int]]:
+        """(line start, match start) of each hot probe's last match in data[start:stop], in order."""
+        if stop <= start:
+            return []
+        found: set[tuple[int, int]] = set()
+        for rx in self.latest.values():
+            m = _last_match(rx, data, start, stop)
+            if m is not None:
+                found.add((data.rfind(b"\n", start, m) + 1 if m > start else start, m))
+        if found:
+            self.summarized += 1
+        return sorted(found)
+
+
+def _last_match(rx, data: bytes, start: int, stop: int) -> int | None:
+    """Start of the last match of `rx` that begins in data[start:stop]: look back in growing steps."""
+    back = TAIL
+    while True:
+        begin = max(start, stop - back)
+        m = rx.search(data, begin, stop)
+        if m is not None:
+            last = m.start()
+            while True:  # the look-back is small wherever matches are dense: step to the last one
+                nxt_from = data.find(b"\n", last, stop)
+                if nxt_from < 0:
+                    return last
+                m = rx.search(data, nxt_from + 1, stop)
+                if m is None:
+                    return last
+                last = m.start()
+        if begin == start:
+            return None
+        back *= 8
 
 
 SMALL_LINES = 256
 
 
-def _hits_in(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit]:
+def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurring) -> Iterator[LineHit]:
     if data.count(b"\n", 0, 1 << 16) <= SMALL_LINES and len(data) <= 1 << 16 and table._fast is None:
         # a pasted error: checking each line's atoms beats building the big alternation's DFA
         yield from _hits_small(data, base_line, table)
@@ -160,28 +256,44 @@ def _hits_in(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit
     line_no = base_line
     counted_to = 0
     end = len(data)
-    fast = table.fast
     while pos < end:
-        m = fast.search(data, pos)
+        searcher = recurring.cold if recurring.cold is not None else table.fast
+        m = searcher.search(data, pos)
+        s, e = m.span() if m is not None else (end, end)
+        if recurring.latest:
+            # the hot probes' latest lines in the stretch the search just skipped, in order
+            for line_start, match_start in recurring.last_lines(data, pos, data.rfind(b"\n", pos, s) + 1 if s > pos else pos):
+                if line_start < counted_to:
+                    continue
+                line_no += data.count(b"\n", counted_to, line_start)
+                counted_to = line_start
+                yield from _window_hits(data, line_start, match_start, match_start + 1, line_no, table)
         if m is None:
-            return
-        s, e = m.span()
+            break
         core_start = data.rfind(b"\n", 0, s) + 1
-        core_end = data.find(b"\n", max(e - 1, s))
-        core_end = end if core_end < 0 else core_end + 1
-        if core_end - core_start > MAX_WINDOW:
-            core_start = max(core_start, s - MAX_WINDOW // 2)
-            core_end = min(core_end, core_start + MAX_WINDOW)
-        # one extra line, so a pattern that wraps past the hit's last line is seen whole
-        win_end = data.find(b"\n", core_end)
-        win_end = end if win_end < 0 else win_end + 1
-        win_end = min(win_end, core_end + MAX_WINDOW // 4)
+        if core_start < counted_to:  # only when a look-back line was also this line: already seen
+            core_start = counted_to
         line_no += data.count(b"\n", counted_to, core_start)
         counted_to = core_start
-        window = decode(data[core_start:win_end])
-        core_len = len(decode(data[core_start:core_end]))
-        yield from _probe_window(window, core_len, line_no, table)
-        pos = max(core_end, e if e > s else s + 1)
+        pos = yield from _window_hits(data, core_start, s, e, line_no, table)
+
+
+def _window_hits(data: bytes, core_start: int, s: int, e: int, line_no: int, table: ProbeTable):
+    """Hits of every probe on the line(s) holding data[s:e], plus one line of context for wrapped
+    messages; returns where the next search starts."""
+    end = len(data)
+    core_end = data.find(b"\n", max(e - 1, s))
+    core_end = end if core_end < 0 else core_end + 1
+    if core_end - core_start > MAX_WINDOW:
+        core_start = max(core_start, s - MAX_WINDOW // 2)
+        core_end = min(core_end, core_start + MAX_WINDOW)
+    win_end = data.find(b"\n", core_end)
+    win_end = end if win_end < 0 else win_end + 1
+    win_end = min(win_end, core_end + MAX_WINDOW // 4)
+    window = decode(data[core_start:win_end])
+    core_len = len(decode(data[core_start:core_end]))
+    yield from _probe_window(window, core_len, line_no, table)
+    return max(core_end, e if e > s else s + 1)
 
 
 def _hits_small(data: bytes, base_line: int, table: ProbeTable) -> Iterator[LineHit]:

@@ -157,3 +157,58 @@ def test_atom_prefilter_never_hides_a_match(kb):
                 checked += 1
                 assert any(a in window.lower() for a in atoms), (probe.id, atoms, line)
     assert checked > 200
+
+
+def _training_log(steps: int, slows_down: bool = True) -> str:
+    """Progress bars, loss lines and phase cues by the thousand, with rare failure lines between."""
+    lines = ["[INFO|trainer.py:2414] 2025-05-06 08:00:00,000 >> ***** Running training *****"]
+    for step in range(1, steps + 1):
+        rate = 25.0 if slows_down and step > steps - 40 else 1.9  # the last stretch slows down sharply
+        lines.append(f"{step * 100 // steps:3d}%|██▌       | {step}/{steps} [00:{step % 60:02d}<1:00:00,  {rate:.2f}s/it]")
+        lines.append(f"{{'loss': {2 - step / steps:.4f}, 'grad_norm': 0.9, 'learning_rate': 1e-05, 'epoch': {step / steps:.2f}}}")
+        if step % 700 == 0:
+            lines.append("[INFO|trainer.py:4226] 2025-05-06 09:00:00,000 >> ***** Running Evaluation *****")
+        if step % 900 == 0:
+            lines.append(f"[INFO|trainer.py:3984] 2025-05-06 09:10:00,000 >> Saving model checkpoint to out/checkpoint-{step}")
+        if step == steps // 2:
+            lines.append("[rank3]:[W506 10:00:00.000 ProcessGroupNCCL.cpp:1200] [PG 0 Rank 3] NCCL WARN something odd")
+    lines.append(f"[INFO|trainer.py:3984] 2025-05-06 11:00:00,000 >> Saving model checkpoint to out/checkpoint-{steps}")
+    lines.append(WATCHDOG)
+    return "\n".join(lines) + "\n"
+
+
+def _reading_summary(kb, text: str, block_size: int):
+    import advisor.diagnose as diagnose_module
+    from advisor.diagnose import conclude
+    from advisor.models import DiagnoseRequest
+
+    original = diagnose_module.iter_blocks
+    diagnose_module.iter_blocks = lambda src, on_progress=None: original(src, block_size=block_size)
+    try:
+        reading = read_log(kb, text)
+    finally:
+        diagnose_module.iter_blocks = original
+    d = conclude(kb, reading, DiagnoseRequest())
+    evidence = sorted((c.id, c.score, repr(c.evidence)) for c in d.causes)
+    return d.facts, evidence, reading.stats
+
+
+def test_recurring_lines_are_summarised_without_changing_the_answer(kb, monkeypatch):
+    """After HOT_AFTER repeats, progress bars and phase cues are skipped at DFA speed and only their
+    latest lines before each other hit are matched (advisor.scan._Recurring): the facts (phase, step,
+    slowdown, framework) and every cause's evidence lines must come out as in a full pass, across
+    block boundaries too."""
+    import advisor.scan as scan_module
+
+    for text, block_size in ((_training_log(6000), 1 << 20), (_training_log(6000), 8192), (_training_log(3000, False), 1 << 20)):
+        summarised = _reading_summary(kb, text, block_size)
+        assert summarised[2].summarized > 0, "the summarising path must actually run"
+        monkeypatch.setattr(scan_module, "HOT_AFTER", 10**9)  # nothing ever turns hot: the full pass
+        full = _reading_summary(kb, text, block_size)
+        monkeypatch.undo()
+        assert full[2].summarized == 0
+        assert summarised[0] == full[0]
+        assert summarised[1] == full[1]
+        assert summarised[2].lines == full[2].lines
+        assert summarised[0]["phase"] == "save"
+        assert summarised[0].get("slowdown") is (True if "25.00s/it" in text else None)
