@@ -49,6 +49,9 @@ def parse_answer(kb, question: schema.Question, raw: Any) -> Any:
             raise AnswerError(question.id, text, "expected a number (or unknown)") from None
         if number < 0 or number != number or number in (float("inf"),):
             raise AnswerError(question.id, text, "expected a non-negative number")
+        if question.max is not None and number > question.max:
+            unit = f" {question.unit}" if question.unit else ""
+            raise AnswerError(question.id, text, f"expected at most {question.max:g}{unit}: is that a typo?")
         return int(number) if number.is_integer() and question.id != "model_size_b" else number
     if question.kind == "yes_no":
         low = text.lower()

@@ -5,7 +5,9 @@ reply ready to post as a GitHub or Slack comment. There is no session state: a m
 conversation resends the log with more answers, so any number of workers or replicas answer alike.
 
 Safety: requests over the size cap (ADVISOR_MAX_REQUEST_BYTES, default 10 MB) get 413 before the
-body is read in full; a bad field gets 422 naming it; no response ever carries a stack trace; with
+body is read in full; at most ADVISOR_MAX_INFLIGHT diagnoses (default 8) run at once per worker, the
+rest wait in line before their bodies are parsed, so a burst costs memory per open connection, not
+per parsed log; a bad field gets 422 naming it; no response ever carries a stack trace; with
 ADVISOR_API_KEY set, every route but /healthz needs `Authorization: Bearer <key>`; CORS is closed
 unless ADVISOR_CORS_ORIGINS lists origins. Logs are never written to disk or to the server's own log,
 and secrets in them are redacted in every response.
@@ -13,17 +15,21 @@ and secrets in them are redacted in every response.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import secrets
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+from weakref import WeakKeyDictionary
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from advisor import __version__
@@ -36,6 +42,7 @@ from advisor.render import render_markdown
 logger = logging.getLogger("advisor.api")
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_INFLIGHT = 8
 
 EXAMPLE_LOG = (
     "[INFO|trainer.py:3910] 2025-05-06 08:11:52,112 >> Saving model checkpoint to out/checkpoint-500\n"
@@ -51,16 +58,26 @@ class Settings:
     api_key: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     kb_dirs: list[str] = field(default_factory=list)
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
 
     @classmethod
     def from_env(cls) -> "Settings":
         raw_max = os.environ.get("ADVISOR_MAX_REQUEST_BYTES", "")
+        raw_inflight = os.environ.get("ADVISOR_MAX_INFLIGHT", "")
         origins = [o.strip() for o in os.environ.get("ADVISOR_CORS_ORIGINS", "").split(",") if o.strip()]
         return cls(
             max_request_bytes=int(raw_max) if raw_max.isdigit() else DEFAULT_MAX_BYTES,
             api_key=os.environ.get("ADVISOR_API_KEY") or None,
             cors_origins=origins,
+            max_inflight=int(raw_inflight) if raw_inflight.isdigit() and int(raw_inflight) else DEFAULT_MAX_INFLIGHT,
         )  # ADVISOR_KB_PATH is read by load_kb itself
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON integer (26 or 26.0), not what lax int parsing would also take: true, "26"."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("expected an integer")
+    return value
 
 
 class DiagnoseBody(BaseModel):
@@ -72,8 +89,9 @@ class DiagnoseBody(BaseModel):
     description: str | None = Field(default=None, max_length=8000, description="what the user saw, in their own words")
     answers: dict[str, str] = Field(default_factory=dict, description="answers to guided questions, by question id; 'unknown' is allowed")
     framework: str | None = Field(default=None, max_length=100, description="the user's framework, if known")
-    mask_hosts: bool = Field(default=False, description="also mask host names and IP addresses")
-    max_causes: int = Field(default=5, ge=1, le=50)
+    # the types the schema states, without coercion: "mask_hosts": "yes" or "max_causes": true is a 422
+    mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
+    max_causes: Annotated[int, BeforeValidator(_json_integer)] = Field(default=5, ge=1, le=50)
 
 
 class DiagnoseResponse(Diagnosis):
@@ -134,6 +152,75 @@ class _SizeLimit:
         await response({"type": "http"}, _no_receive, send)
 
 
+_KEY_MESSAGE = "missing or wrong API key: send 'Authorization: Bearer <key>'"
+
+
+def _key_matches(authorization: str, key: str) -> bool:
+    scheme, _, token = authorization.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), key.encode())
+
+
+class _RequireKey:
+    """With an API key set, /v1/* answers 401 to a request without it before reading its body.
+
+    A route dependency alone runs only after FastAPI has read and parsed the body: a caller without
+    the key could make the server parse up to the size cap, learn whether its JSON was valid (422),
+    and take a diagnosis slot. The routes keep the dependency as a second line.
+    """
+
+    def __init__(self, app: ASGIApp, key: str):
+        self.app = app
+        self.key = key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            headers = scope.get("headers") or []
+            authorization = next((value for name, value in headers if name == b"authorization"), b"")
+            if not _key_matches(authorization.decode("latin-1"), self.key):
+                await JSONResponse({"error": _KEY_MESSAGE}, status_code=401,
+                                   headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _InFlightLimit:
+    """At most `limit` POSTs (diagnoses) in the app at once; the others wait here, bodies unparsed.
+
+    A diagnosis is CPU-bound Python, so a worker gains nothing from running more than a few at once.
+    Without this bound, a burst of N requests had all N bodies parsed and validated up front, then
+    queued on the 40-thread pool: memory grew with N parsed logs, and the allocator kept most of it
+    after the burst. A waiting request holds its connection and its raw body, read in full before it
+    waits so that a slow upload never holds a slot; GETs (/healthz for load balancers) never wait.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app = app
+        self.limit = max(1, limit)
+        self._semaphores: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = WeakKeyDictionary()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        # the body first (the size cap outside bounds it): a slow upload must not hold a slot
+        received: deque[Message] = deque()
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return received.popleft() if received else await receive()
+
+        loop = asyncio.get_running_loop()  # one semaphore per event loop (a TestClient may run several)
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
+        async with semaphore:
+            await self.app(scope, replay, send)
+
+
 async def _no_receive() -> Message:  # pragma: no cover - a JSONResponse never reads the request
     return {"type": "http.disconnect"}
 
@@ -152,6 +239,11 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
     app.state.kb = kb
     app.state.settings = settings
 
+    # the last added runs first: size cap, CORS (preflights answered there), API key, then the in-flight
+    # limit, so that 413s, preflights and 401s never wait for a diagnosis slot
+    app.add_middleware(_InFlightLimit, limit=settings.max_inflight)
+    if settings.api_key is not None:
+        app.add_middleware(_RequireKey, key=settings.api_key)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -162,11 +254,8 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
     def require_key(request: Request) -> None:
         if settings.api_key is None:
             return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), settings.api_key.encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
-                                headers={"WWW-Authenticate": "Bearer"})
+        if not _key_matches(request.headers.get("authorization", ""), settings.api_key):
+            raise HTTPException(status_code=401, detail=_KEY_MESSAGE, headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -174,8 +263,10 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
                   for err in exc.errors()]
         return JSONResponse({"error": "invalid request", "detail": fields}, status_code=422)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    # Starlette's class, so that its own errors (a body that is not UTF-8, an unknown path, a wrong
+    # method) get this shape too, not FastAPI's default {"detail": ...}; FastAPI's is a subclass
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 422:
             body = {"error": "invalid request", "detail": exc.detail}
         else:
@@ -188,7 +279,9 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
         logger.error("unexpected %s on %s", type(exc).__name__, request.url.path)
         return JSONResponse({"error": "internal error"}, status_code=500)
 
-    errors = {401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+    unauthorized = {401: {"model": ErrorBody, "description": "with ADVISOR_API_KEY set: a missing or wrong key"}}
+    errors = {400: {"model": ErrorBody, "description": "a body that cannot be read (not UTF-8)"},
+              **unauthorized, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}}
 
     @app.post("/v1/diagnose", response_model=DiagnoseResponse, responses=errors, dependencies=[Depends(require_key)],
               summary="Diagnose a log", tags=["diagnosis"])
@@ -206,13 +299,15 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
         payload = result.model_dump_json()[:-1] + ', "markdown": ' + json.dumps(render_markdown(result)) + "}"
         return Response(content=payload, media_type="application/json")
 
-    @app.get("/v1/causes", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the causes")
+    @app.get("/v1/causes", dependencies=[Depends(require_key)], responses=unauthorized, tags=["knowledge base"],
+             summary="List the causes")
     def list_causes() -> list[dict[str, Any]]:
         """Every cause the knowledge base knows: id, code, title, whether it is harmless."""
         return [{"id": c.id, "code": c.code, "title": c.title, "benign": c.benign, "summary": c.summary}
                 for c in sorted(kb.causes.values(), key=lambda c: (c.code, c.id))]
 
-    @app.get("/v1/causes/{cause_id}", dependencies=[Depends(require_key)], responses={404: {"model": ErrorBody}},
+    @app.get("/v1/causes/{cause_id}", dependencies=[Depends(require_key)],
+             responses={**unauthorized, 404: {"model": ErrorBody}},
              tags=["knowledge base"], summary="One cause")
     def get_cause(cause_id: str) -> dict[str, Any]:
         """The KB entry: explanation, signatures, rules, fixes with caveats and references."""
@@ -221,12 +316,14 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
             raise HTTPException(status_code=404, detail=f"no cause {cause_id!r}; see GET /v1/causes")
         return cause.model_dump(mode="json", exclude={"examples"})
 
-    @app.get("/v1/frameworks", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the frameworks")
+    @app.get("/v1/frameworks", dependencies=[Depends(require_key)], responses=unauthorized, tags=["knowledge base"],
+             summary="List the frameworks")
     def list_frameworks() -> list[dict[str, Any]]:
         """Frameworks the advisor writes snippets for, with their timeout knobs and formats."""
         return [fw.model_dump(mode="json", exclude={"detect", "versions"}) for fw in kb.frameworks.values()]
 
-    @app.get("/v1/questions", dependencies=[Depends(require_key)], tags=["knowledge base"], summary="List the questions")
+    @app.get("/v1/questions", dependencies=[Depends(require_key)], responses=unauthorized, tags=["knowledge base"],
+             summary="List the questions")
     def list_questions() -> list[dict[str, Any]]:
         """The guided questions and their ids (the keys of `answers`)."""
         return [q.model_dump(mode="json") for q in kb.questions.values()]

@@ -163,14 +163,21 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
                               description=args.describe, max_causes=max(1, min(args.max_causes, 50)))
     progress = _progress(err, size)
     try:
-        reading = read_log(kb, source, args.describe, progress)
-    finally:
-        if progress is not None:
-            progress(-1)
-        if hasattr(source, "close"):
-            source.close()
+        try:
+            reading = read_log(kb, source, args.describe, progress)
+        finally:
+            if progress is not None:
+                progress(-1)
+            if hasattr(source, "close"):
+                source.close()
+    except InputError as exc:  # a stream that breaks off part-way (a truncated .gz)
+        err.write(f"advisor: {exc}\n")
+        return EXIT_INPUT
     if reading.stats.bytes == 0 and not args.describe:
         err.write("advisor: the input is empty: paste the error text, or give --log FILE (see advisor suggest --help)\n")
+        return EXIT_INPUT
+    if getattr(source, "blank", False) and not args.describe:
+        err.write("advisor: the input is empty (only blank lines and spaces): paste the error text, or give --log FILE (see advisor suggest --help)\n")
         return EXIT_INPUT
     try:
         if args.interactive:

@@ -46,8 +46,9 @@ def read_log(
     stats = scan(iter_blocks(source, on_progress=on_progress), kb.probe_table, [signatures, collector])
     facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)
     for fact, (value, line, text) in signatures.captured.items():
-        if fact not in facts.values:
-            facts.values[fact] = FactValue(value=_coerce(value), line=line, text=text)
+        value = _coerce(value)
+        if fact not in facts.values and value is not None:
+            facts.values[fact] = FactValue(value=value, line=line, text=text)
     prose = ""
     if isinstance(source, (str, bytes)) and len(source) <= PROSE_LIMIT:
         prose = source if isinstance(source, str) else source.decode("utf-8", "replace")
@@ -112,13 +113,20 @@ def _read_description(kb: KnowledgeBase, text: str, signatures: SignatureCollect
 
 
 def _coerce(value: str):
+    """A captured value as a number when it is one; None for a number too long to be real (a
+    hostile `stuck for 999...9 seconds`: int() refuses over 4300 digits, float() gives infinity)."""
+    from advisor.facts import MAX_DIGITS, _float
+
+    text = value.strip()
+    body = text.lstrip("+-")
+    if len(body) > MAX_DIGITS and body.replace(".", "", 1).isdigit():
+        return None
     try:
-        return int(value)
+        number = int(text)
     except ValueError:
-        try:
-            return float(value)
-        except ValueError:
-            return value
+        number = _float(text)  # None for nan, inf and anything long
+        return value if number is None else number
+    return number if abs(number) < 10**MAX_DIGITS else None
 
 
 LEANING = 0.15  # below this probability a cause is not named

@@ -11,6 +11,7 @@ for the version history of each string); framework-specific cues come from the K
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -118,9 +119,50 @@ _GLOG_TS = re.compile(r"(?:^|[\[\s:])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(
 _ISO_TS = re.compile(r"(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 
 
+# A timestamp is a line prefix: only this much of a line is searched for one, so the hits on a giant
+# line (up to the scanner's 64 KiB window each) cost constant time, not the line's length.
+TIMESTAMP_SCAN = 1024
+# On a line longer than LONG_LINE, the per-hit field regexes (`_KV`) read only the text from NEAR_BEFORE
+# characters ahead of the match to NEAR_AFTER past its start: a WorkNCCL description and its
+# `[Rank N]` prefix and `ran for` suffix are a few hundred characters long.
+LONG_LINE = 4096
+NEAR_BEFORE, NEAR_AFTER = 256, 768
+MAX_DIGITS = 18
+"""the longest number a fact takes from a log: no count, size or duration a log prints is longer, a
+longer run is junk, and int() refuses runs over 4300 digits (a hostile `SeqNum=999...` line)."""
+
+
+def _int(text: str | None) -> int | None:
+    """A number a probe captured, or None when there is none or it is too long to be real."""
+    if not text or len(text.lstrip("+-")) > MAX_DIGITS:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    if not text or len(text) > 2 * MAX_DIGITS:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _version(text: str | None) -> str | None:
+    """A version a probe captured, or None when it is too long to be one (`torch==99999...`)."""
+    if not text or len(text) > 64 or re.search(r"\d{10}", text):
+        return None
+    return text
+
+
 def timestamp_of(text: str) -> tuple[int, int, int] | None:
     """(month, day, second-of-day) from a glog or ISO timestamp on the line; years are ignored
     because glog lines have none and a job rarely spans New Year."""
+    text = text[:TIMESTAMP_SCAN]
     m = _ISO_TS.search(text)
     if m:
         _, mo, d, hh, mm, ss = (int(x) for x in m.groups())
@@ -221,7 +263,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters", recurring="latest"),
     # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
     # PHB, NODE, SYS = PCIe paths of increasing distance)
-    FactProbe("topo-row", r"(?m)^\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
+    FactProbe("topo-row", r"(?m)^(?:\[(?:rank|default)\d+\]:)?\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
     FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False, recurring="first"),
     FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False, recurring="first"),
     # message wording that only some torch releases print (shared/reference/facts.md §1.4)
@@ -251,6 +293,35 @@ def fact_probes() -> list[Probe]:
 
 
 # --- the collector ----------------------------------------------------------------------------
+
+
+def near_hit(hit: LineHit, before: int = NEAR_BEFORE, after: int = NEAR_AFTER) -> str:
+    """The text a hit's fields are read from: its line when that is of a normal length, else the
+    part of the line from `before` characters ahead of the match to `after` characters past its
+    start. A giant line can hold a hit every few dozen characters; reading all of it for every hit
+    made such a line cost hits x line length (a 64 MB line of `WorkNCCL(SeqNum=1, ...)` repeated
+    ran for minutes)."""
+    text = hit.text
+    if len(text) <= LONG_LINE:
+        return text
+    try:
+        window, start, end = hit.match.string, hit.match.start(), hit.match.end()
+    except (AttributeError, TypeError):
+        return text[: before + after]
+    # the same line bounds as LineHit.text (advisor.scan), looked for only this far from the match
+    lo = window.rfind("\n", max(0, start - before), start) + 1 or max(0, start - before)
+    stop = min(len(window), max(end, start + after))
+    nl = window.find("\n", max(end - 1, start), stop)
+    return window[lo : stop if nl < 0 else nl]
+
+
+def hit_line(hit: LineHit, limit: int = 300) -> str:
+    """A hit's line as shown in evidence and fact sources: its first `limit` characters, or on a
+    giant line the `limit` characters around the match (the line's start can be megabytes away)."""
+    if len(hit.text) <= LONG_LINE:
+        return hit.text[:limit]
+    return near_hit(hit, limit // 3, limit - limit // 3)[:limit]
+
 
 _MAX_RANKS = 8192
 _MAX_EVENTS = 256
@@ -311,16 +382,16 @@ class FactCollector:
             if handler is not None:
                 handler(hit)
         elif kind == "phase":
-            self.phase_now = (hit.probe.owner, hit.line_no, hit.text)
+            self.phase_now = (hit.probe.owner, hit.line_no, hit_line(hit, 400))
         elif kind == "framework":
             fw, weight = hit.probe.payload
             if self.framework_score[fw] < 100:
                 self.framework_score[fw] += weight
-                self.framework_evidence.setdefault(fw, (hit.line_no, hit.text))
+                self.framework_evidence.setdefault(fw, (hit.line_no, hit_line(hit, 400)))
         elif kind == "version":
             version = hit.group("version")
             if version:
-                self.fw_versions.setdefault(hit.probe.owner, (version, hit.line_no, hit.text))
+                self.fw_versions.setdefault(hit.probe.owner, (version, hit.line_no, hit_line(hit, 400)))
 
     def on_event(self, event: FailureEvent) -> None:
         """A KB signature declared its line a failure of some kind (see Signature.event)."""
@@ -338,7 +409,7 @@ class FactCollector:
     def _set(self, name: str, value: Any, hit: LineHit | None, *, overwrite: bool = False, origin: str = "log", detail: str | None = None) -> None:
         if name in self.values and not overwrite:
             return
-        self.values[name] = _Value(value, hit.line_no if hit else None, hit.text[:400] if hit else None, origin, detail)
+        self.values[name] = _Value(value, hit.line_no if hit else None, hit_line(hit, 400) if hit else None, origin, detail)
 
     def _report(self, rank: int) -> _RankReport | None:
         if rank not in self.reports and len(self.reports) >= _MAX_RANKS:
@@ -347,23 +418,24 @@ class FactCollector:
 
     # -- fact handlers, one per FACT_PROBES id --
     def _on_work_nccl(self, hit: LineHit) -> None:
-        t = hit.text
+        t = near_hit(hit)
         found = {k: (m.group(1) if (m := rx.search(t)) else None) for k, rx in _KV.items()}
-        rank = int(found["rank"]) if found["rank"] else hit.rank
-        if found["tmo"]:
-            self._set("timeout_ms", int(found["tmo"]), hit)
-        if found["ran"]:
-            self._set("ran_for_ms", int(found["ran"]), hit)
+        rank = _int(found["rank"])
+        rank = hit.rank if rank is None else rank
+        tmo, ran, seq = _int(found["tmo"]), _int(found["ran"]), _int(found["seq"])
+        if tmo is not None:
+            self._set("timeout_ms", tmo, hit)
+        if ran is not None:
+            self._set("ran_for_ms", ran, hit)
         if found["op"]:
             self._set("op_type", found["op"], hit)
             self._set("op_family", op_family(found["op"]), hit)
-        if found["seq"]:
-            self._set("seq_num", int(found["seq"]), hit)
-            seq = int(found["seq"])
+        if seq is not None:
+            self._set("seq_num", seq, hit)
             if found["op"] and len(self.ops_by_seq) < 1024:
                 self.ops_by_seq.setdefault(seq, set()).add(found["op"].lower().lstrip("_"))
-        if found["nin"] and found["nout"]:
-            nin, nout = int(found["nin"]), int(found["nout"])
+        nin, nout = _int(found["nin"]), _int(found["nout"])
+        if nin is not None and nout is not None:
             self._set("numel_in", nin, hit)
             self._set("numel_out", nout, hit)
             if found["op"] and "gather" in found["op"].lower() and nin > 0 and nout % nin == 0:
@@ -371,82 +443,104 @@ class FactCollector:
         if rank is not None and "caught collective operation timeout" in t.lower() or (rank is not None and "Timeout at NCCL work" in t):
             report = self._report(rank)
             if report is not None and report.seq is None:
-                report.seq = int(found["seq"]) if found["seq"] else None
+                report.seq = seq
                 report.op = found["op"]
                 report.line = hit.line_no
 
     def _on_work_progress(self, hit: LineHit) -> None:
-        m = _KV["rank"].search(hit.text)
-        rank = int(m.group(1)) if m else hit.rank
-        if rank is None:
+        m = _KV["rank"].search(near_hit(hit))
+        rank = _int(m.group(1)) if m else hit.rank
+        enq, done = _int(hit.group("enq")), _int(hit.group("done"))
+        if rank is None or enq is None or done is None:
             return
         report = self._report(rank)
         if report is not None:
-            report.last_enqueued, report.last_completed = int(hit.group("enq")), int(hit.group("done"))
+            report.last_enqueued, report.last_completed = enq, done
             report.line = report.line or hit.line_no
 
     def _on_gloo_timeout(self, hit: LineHit) -> None:
-        self._set("timeout_ms", int(hit.group("ms")), hit)
+        ms = _int(hit.group("ms"))
+        if ms is None:
+            return
+        self._set("timeout_ms", ms, hit)
         self._set("backend", "gloo", hit)
         if hit.rank is not None:
             self._report(hit.rank)
 
     def _on_torch_version(self, hit: LineHit) -> None:
-        self._set("torch_version", hit.group("v"), hit)
-        cu = re.search(r"\+cu(\d+)(\d)\b", hit.group("v") or "")
+        version = _version(hit.group("v"))
+        if version is None:
+            return
+        self._set("torch_version", version, hit)
+        cu = re.search(r"\+cu(\d+)(\d)\b", version)
         if cu:
             self._set("cuda_version", f"{cu.group(1)}.{cu.group(2)}", hit, origin="inferred", detail="from the torch build tag")
 
     def _on_nccl_version(self, hit: LineHit) -> None:
-        self._set("nccl_version", hit.group("v"), hit)
-        if hit.group("cuda"):
+        if _version(hit.group("v")):
+            self._set("nccl_version", hit.group("v"), hit)
+        if _version(hit.group("cuda")):
             self._set("cuda_version", hit.group("cuda"), hit)
         self._set("backend", "nccl", hit)
 
     def _on_nccl_compiled(self, hit: LineHit) -> None:
-        self._set("nccl_version", hit.group("v"), hit)
+        self._set_version("nccl_version", hit)
 
     def _on_cuda_version(self, hit: LineHit) -> None:
-        self._set("cuda_version", hit.group("v"), hit)
+        self._set_version("cuda_version", hit)
 
     def _on_transformers_version(self, hit: LineHit) -> None:
-        self._set("transformers_version", hit.group("v"), hit)
+        self._set_version("transformers_version", hit)
+
+    def _set_version(self, name: str, hit: LineHit) -> None:
+        version = _version(hit.group("v"))
+        if version is not None:
+            self._set(name, version, hit)
+
+    def _set_world(self, hit: LineHit) -> None:
+        world = _int(hit.group("world"))
+        if world is not None:
+            self._set("world_size", world, hit)
 
     def _on_member(self, hit: LineHit) -> None:
-        self._set("world_size", int(hit.group("world")), hit)
+        self._set_world(hit)
 
     def _on_lf_tasks(self, hit: LineHit) -> None:
-        self._set("world_size", int(hit.group("world")), hit)
+        self._set_world(hit)
         self._rendezvous(hit.group("host"), hit)
 
     def _on_nranks(self, hit: LineHit) -> None:
-        self._set("world_size", int(hit.group("world")), hit)
+        self._set_world(hit)
 
     def _on_world_size_kv(self, hit: LineHit) -> None:
-        self._set("world_size", int(hit.group("world")), hit)
+        self._set_world(hit)
 
     def _on_nnodes(self, hit: LineHit) -> None:
-        n = int(hit.group("n"))
-        if 0 < n < 100000:
+        n = _int(hit.group("n"))
+        if n is not None and 0 < n < 100000:
             self._set("nodes", n, hit)
 
     def _on_nproc(self, hit: LineHit) -> None:
-        n = int(hit.group("n"))
-        if 0 < n <= 64:
+        n = _int(hit.group("n"))
+        if n is not None and 0 < n <= 64:
             self._set("gpus_per_node", n, hit)
 
     def _on_nccl_host(self, hit: LineHit) -> None:
         host = hit.group("host")
         if host and (host in self.hosts or len(self.hosts) < 4096):
             devs = self.hosts.setdefault(host, set())
-            if len(devs) < 64:
-                devs.add(int(hit.group("dev")))
+            dev = _int(hit.group("dev"))
+            if len(devs) < 64 and dev is not None:
+                devs.add(dev)
         self._set("backend", "nccl", hit)
 
     def _on_nccl_test_rank(self, hit: LineHit) -> None:
         host = hit.group("host")
-        if host and (host in self.hosts or len(self.hosts) < 4096):
-            self.hosts.setdefault(host, set()).add(int(hit.group("dev")))
+        dev = _int(hit.group("dev"))
+        if host and dev is not None and (host in self.hosts or len(self.hosts) < 4096):
+            devs = self.hosts.setdefault(host, set())
+            if len(devs) < 64:
+                devs.add(dev)
 
     def _on_connect_target(self, hit: LineHit) -> None:
         host = next((hit.group(g) for g in ("h1", "h2", "h3", "h4", "h5", "h6") if hit.group(g)), None)
@@ -463,13 +557,15 @@ class FactCollector:
     def _on_store_timeout(self, hit: LineHit) -> None:
         s = hit.group("s1") or hit.group("s2")
         ms = hit.group("ms") or hit.group("ms2")
-        seconds = int(s) if s else (int(ms) // 1000 if ms else None)
-        if seconds is not None and "collective operation" not in hit.text:
+        seconds = _int(s) if s else (_int(ms) // 1000 if _int(ms) is not None else None)
+        if seconds is not None and "collective operation" not in near_hit(hit):
             self._set("store_timeout_s", seconds, hit)
 
     def _on_clients_joined(self, hit: LineHit) -> None:
-        self._set("clients_joined", int(hit.group("joined")), hit)
-        self._set("world_size", int(hit.group("world")), hit)
+        joined = _int(hit.group("joined"))
+        if joined is not None:
+            self._set("clients_joined", joined, hit)
+        self._set_world(hit)
 
     def _on_traceback_start(self, hit: LineHit) -> None:
         if hit.rank in self.tracebacks or len(self.tracebacks) < 256:
@@ -503,11 +599,11 @@ class FactCollector:
             if "user_exception" not in self.values:
                 self.exception_owner = _caller(tb[1]) if tb else None
             self._set("user_exception", f"{short}: {msg}"[:300] if msg else short, hit)
-            self.on_event(FailureEvent(kind="exception", line=hit.line_no, rank=hit.rank, text=hit.text[:300], timestamp=timestamp_of(hit.text)))
+            self.on_event(FailureEvent(kind="exception", line=hit.line_no, rank=hit.rank, text=hit_line(hit), timestamp=timestamp_of(hit.text)))
 
     def _on_exitcode(self, hit: LineHit) -> None:
-        code = int(hit.group("code"))
-        if code != 0:
+        code = _int(hit.group("code"))
+        if code is not None and code != 0:
             self._set("exit_code", code, hit)
 
     def _on_signal(self, hit: LineHit) -> None:
@@ -520,17 +616,22 @@ class FactCollector:
             self._set("signal", name, hit, overwrite=self.values.get("signal", _Value("SIGTERM", 0, "")).value == "SIGTERM")
 
     def _on_tqdm(self, hit: LineHit) -> None:
-        cur, tot = int(hit.group("cur")), int(hit.group("tot"))
+        cur, tot = _int(hit.group("cur")), _int(hit.group("tot"))
+        if cur is None or tot is None:
+            return
         self.step_now = (cur, tot)
         rate, unit = hit.group("rate"), hit.group("unit")
-        if rate:
-            value = float(rate)
+        value = _float(rate)
+        if value is not None:
             per_sec = value if unit == "it/s" else (1.0 / value if value else 0.0)
             self._sample_rate(hit.line_no, per_sec)
 
     def _on_titan_step(self, hit: LineHit) -> None:
-        self.step_now = (int(hit.group("step")), 0)
-        self._sample_rate(hit.line_no, float(hit.group("tps").replace(",", "")))
+        step, tps = _int(hit.group("step")), _float(hit.group("tps").replace(",", ""))
+        if step is None or tps is None:
+            return
+        self.step_now = (step, 0)
+        self._sample_rate(hit.line_no, tps)
 
     def _on_hf_step(self, hit: LineHit) -> None:
         if self.step_now is None:
@@ -552,8 +653,8 @@ class FactCollector:
             self._set("model_size_b", b, hit, origin="inferred", detail="from the model name")
 
     def _on_model_params(self, hit: LineHit) -> None:
-        n = int(hit.group("n").replace(",", ""))
-        if n >= 10_000_000:
+        n = _int(hit.group("n").replace(",", ""))
+        if n is not None and n >= 10_000_000:
             self._set("model_size_b", round(n / 1e9, 2), hit, overwrite=True)
 
     def _on_titan_model_size(self, hit: LineHit) -> None:
@@ -577,7 +678,7 @@ class FactCollector:
 
     def _wording(self, hit: LineHit) -> None:
         if len(self.wording) < 16:
-            self.wording.append((hit.probe.owner, hit.line_no, hit.text[:300]))
+            self.wording.append((hit.probe.owner, hit.line_no, hit_line(hit)))
 
     _on_wording_pg_guid = _on_wording_pg_rank = _on_wording_detected_at_work = _wording
     _on_wording_heartbeat_24 = _on_wording_cudaeventdestroy = _wording

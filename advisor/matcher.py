@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from advisor import schema
-from advisor.facts import FactCollector, timestamp_of
+from advisor.facts import FactCollector, hit_line, timestamp_of
 from advisor.models import EvidenceLine, Facts, FailureEvent, RankedCause
 from advisor.rules import score_rules
 from advisor.scan import LineHit
@@ -49,6 +49,7 @@ class SignatureCollector:
         self.benign_lines: set[int] = set()
         self.notices: list[tuple[int, str, str]] = []  # line, text, cause id
         self.captured: dict[str, tuple[str, int, str]] = {}
+        self._stamped: tuple[int, tuple[int, int, int] | None] = (-1, None)  # (line, its timestamp)
 
     def on_hit(self, hit: LineHit) -> None:
         if hit.probe.kind not in ("signature", "benign"):
@@ -57,7 +58,7 @@ class SignatureCollector:
         if hit.probe.kind == "benign":
             self.benign_lines.add(hit.line_no)
             if len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
-                self.notices.append((hit.line_no, hit.text[:300], owners[0][0]))
+                self.notices.append((hit.line_no, hit_line(hit), owners[0][0]))
         elif hit.line_no in self.benign_lines:
             return  # harmless lines are evidence for nothing else
         text = None
@@ -68,7 +69,7 @@ class SignatureCollector:
                 slot = self.by_cause[cause_id][sig.id] = _SigHits(sig)
             slot.count += 1
             if len(slot.lines) < _KEEP_LINES or slot.count % 64 == 0:
-                text = text or hit.text[:300]
+                text = text or hit_line(hit)
                 line = EvidenceLine(line=hit.line_no, text=text, signature=sig.id, weight=sig.weight, rank=hit.rank)
                 if len(slot.lines) < _KEEP_LINES:
                     slot.lines.append(line)
@@ -78,15 +79,21 @@ class SignatureCollector:
                 if fact not in self.captured:
                     value = hit.group(group)
                     if value is not None:
-                        self.captured[fact] = (value, hit.line_no, hit.text[:300])
+                        self.captured[fact] = (value, hit.line_no, hit_line(hit))
             event = event or sig.event
         if event and hit.probe.kind != "benign":
             self.facts.on_event(FailureEvent(
-                kind=event, line=hit.line_no, rank=hit.rank, text=text or hit.text[:300],
-                timestamp=timestamp_of(hit.text), signature=hit.probe.id,
+                kind=event, line=hit.line_no, rank=hit.rank, text=text or hit_line(hit),
+                timestamp=self._timestamp(hit), signature=hit.probe.id,
             ))
             if event != "cascade" and hit.rank is not None and event in ("timeout", "oom", "exception", "killed", "heartbeat", "nccl-error", "hardware"):
                 self.facts._report(hit.rank)
+
+    def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
+        """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""
+        if self._stamped[0] != hit.line_no:
+            self._stamped = (hit.line_no, timestamp_of(hit.text))
+        return self._stamped[1]
 
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -94,7 +101,9 @@ _LOG_SYNTAX = re.compile(
     r"^\s*(?:[\[{(<#]|\d|[IWEF]\d{3,4}\b|[\w.-]+:\d+:\d+|File \"|Traceback|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b"
     r"|(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL)\b|NCCL\b)"
 )
-_CODE_SYNTAX = re.compile(r"[=_/\\|{}<>]|\w\.\w+\(|::|\w+\(\)")
+# `\b` before `\w+\(\)`: each word is tried from its start only (without it, a 4000-letter word
+# made the search quadratic); a match is found exactly when one was found before
+_CODE_SYNTAX = re.compile(r"[=_/\\|{}<>]|\w\.\w+\(|::|\b\w+\(\)")
 
 
 def prose(text: str, limit: int = 4000) -> str:

@@ -55,7 +55,7 @@ def normalize(chunk: bytes) -> bytes:
 def open_source(source: str | bytes | BinaryIO) -> BinaryIO:
     """Text, bytes or a binary stream, as a binary stream."""
     if isinstance(source, str):
-        return io.BytesIO(source.encode("utf-8", "surrogateescape"))
+        return io.BytesIO(encode(source))
     if isinstance(source, (bytes, bytearray, memoryview)):
         return io.BytesIO(bytes(source))
     return source
@@ -98,6 +98,16 @@ def iter_blocks(
         continues = not block.endswith(b"\n")
     if pending:
         yield Block(pending, line, continues)
+
+
+def encode(text: str) -> bytes:
+    """Text as the bytes it came from: an undecodable byte that Python smuggled in as a surrogate
+    (command-line arguments) becomes that byte again; any other lone surrogate (JSON allows
+    `"\\ud800"`) becomes U+FFFD instead of an exception."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8", "surrogateescape")
 
 
 def decode(data: bytes) -> str:

@@ -7,6 +7,7 @@ to the individual probes. A hit's line, its rank prefix and its timestamp travel
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
@@ -163,7 +164,7 @@ def scan(
         if len(carry) > MAX_WINDOW:
             carry = b""
         seen_tail = {k for k in new_seen if k[0] == carry_line}
-        stats.lines = block.first_line + block.newlines - 1
+        stats.lines = block.first_line + block.newlines - (1 if block.data.endswith(b"\n") else 0)
     stats.summarized = recurring.summarized
     return stats
 
@@ -309,6 +310,7 @@ def _hits_small(data: bytes, base_line: int, table: ProbeTable) -> Iterator[Line
 def _probe_window(window: str, core_len: int, first_line: int, table: ProbeTable, atoms_only: bool = False) -> Iterator[LineHit]:
     found: list[LineHit] = []
     line_starts: list[int] | None = None
+    prefixes: _RankPrefixes | None = None
     for index in table.matching(window, atoms_only):
         probe = table.probes[index]
         for m in probe.regex.finditer(window):
@@ -321,7 +323,9 @@ def _probe_window(window: str, core_len: int, first_line: int, table: ProbeTable
             line_begin = line_starts[k]
             line_end = window.find("\n", max(m.end() - 1, start))
             text = window[line_begin : len(window) if line_end < 0 else line_end]
-            found.append(LineHit(probe, m, first_line + k, text, _rank_before(window, line_begin, start)))
+            if prefixes is None:
+                prefixes = _RankPrefixes(window)
+            found.append(LineHit(probe, m, first_line + k, text, prefixes.before(line_begin, start)))
     # benign lines first on each line, so the lines they explain are evidence for nothing else
     found.sort(key=lambda h: (h.line_no, h.probe.kind != "benign", h.match.start()))
     yield from found
@@ -338,8 +342,20 @@ def _line_index(starts: list[int], pos: int) -> int:
     return lo
 
 
-def _rank_before(window: str, line_begin: int, pos: int) -> int | None:
-    last = None
-    for m in _RANK_PREFIX.finditer(window, line_begin, pos + 1):
-        last = m
-    return int(last.group(1)) if last else None
+class _RankPrefixes:
+    """The `[rankN]:` prefixes of a window, found once: a giant line can hold a hit every few dozen
+    characters, and searching from the line's start for each of them was quadratic."""
+
+    def __init__(self, window: str) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.ranks: list[int] = []
+        for m in _RANK_PREFIX.finditer(window):
+            self.starts.append(m.start())
+            self.ends.append(m.end())
+            self.ranks.append(int(m.group(1)))
+
+    def before(self, line_begin: int, pos: int) -> int | None:
+        """The rank of the last prefix on this line that ends by `pos` (+1: `[rank3]:` then the hit)."""
+        i = bisect.bisect_right(self.ends, pos + 1) - 1
+        return self.ranks[i] if i >= 0 and self.starts[i] >= line_begin else None

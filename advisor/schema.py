@@ -315,6 +315,9 @@ class Question(Strict):
     """numbers: bin edges used to reason about the answer before it is given."""
     unit: str | None = None
     help: str | None = None
+    max: float | None = None
+    """numbers: the largest plausible answer; a bigger one is refused as a typo (and would overflow
+    the calculators that scale timeouts with it)."""
 
     @model_validator(mode="after")
     def _shape(self) -> "Question":
@@ -322,6 +325,8 @@ class Question(Strict):
             raise ValueError("a choice question needs at least two choices")
         if self.kind == "number" and not self.bins:
             raise ValueError("a number question needs `bins`")
+        if self.kind == "number" and self.max is None:
+            raise ValueError("a number question needs `max`, the largest plausible answer")
         return self
 
 

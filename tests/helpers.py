@@ -5,8 +5,11 @@ source tree)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,3 +51,27 @@ def load_case(name: str) -> dict:
 
 def case_paths() -> list[Path]:
     return sorted(CASES.glob("*.yaml")) if CASES.is_dir() else []
+
+
+class Hang(Exception):
+    """An in-process run outlived its hang guard."""
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: float):
+    """Fail an in-process run still going after `seconds` (SIGALRM, main thread only). A guard
+    against hangs on hostile input, not a speed assertion: set it far above the normal time."""
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        yield
+        return
+
+    def fire(signum, frame):
+        raise Hang(f"still running after {seconds} s: a hang")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -212,3 +212,9 @@ def test_recurring_lines_are_summarised_without_changing_the_answer(kb, monkeypa
         assert summarised[2].lines == full[2].lines
         assert summarised[0]["phase"] == "save"
         assert summarised[0].get("slowdown") is (True if "25.00s/it" in text else None)
+
+
+def test_line_count_includes_a_last_line_without_newline(kb):
+    assert read_log(kb, WATCHDOG).stats.lines == 1
+    assert read_log(kb, WATCHDOG + "\n").stats.lines == 1
+    assert read_log(kb, "a\nb\n" + WATCHDOG).stats.lines == 3
