@@ -238,6 +238,7 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
     )
     app.state.kb = kb
     app.state.settings = settings
+    kb.probe_table.fast  # a server builds the scanner's alternation once, not on some request's clock
 
     # the last added runs first: size cap, CORS (preflights answered there), API key, then the in-flight
     # limit, so that 413s, preflights and 401s never wait for a diagnosis slot

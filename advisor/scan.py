@@ -246,11 +246,13 @@ def _last_match(rx, data: bytes, start: int, stop: int) -> int | None:
 
 
 SMALL_LINES = 256
+FAST_AFTER = 4096  # lines checked on the small path before a process builds the big alternation
 
 
 def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurring) -> Iterator[LineHit]:
-    if data.count(b"\n", 0, 1 << 16) <= SMALL_LINES and len(data) <= 1 << 16 and table._fast is None:
-        # a pasted error: checking each line's atoms beats building the big alternation's DFA
+    if table._fast is None and table._windows < FAST_AFTER and data.count(b"\n", 0, 1 << 16) <= SMALL_LINES and len(data) <= 1 << 16:
+        # a pasted error: checking each line's atoms beats building the big alternation's DFA, until
+        # a long-lived process (the HTTP API) has checked enough lines for the build to pay off
         yield from _hits_small(data, base_line, table)
         return
     pos = 0

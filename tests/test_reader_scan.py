@@ -218,3 +218,28 @@ def test_line_count_includes_a_last_line_without_newline(kb):
     assert read_log(kb, WATCHDOG).stats.lines == 1
     assert read_log(kb, WATCHDOG + "\n").stats.lines == 1
     assert read_log(kb, "a\nb\n" + WATCHDOG).stats.lines == 3
+
+
+def test_a_long_lived_process_switches_to_the_big_alternation(kb, monkeypatch):
+    """The per-line atom path suits one pasted error; a server answering many small requests must
+    build the big alternation once instead of paying the per-line path forever."""
+    import advisor.scan as scan_module
+    from advisor.knowledge import KnowledgeBase
+
+    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    monkeypatch.setattr(scan_module, "FAST_AFTER", 20)
+    read_log(fresh, WATCHDOG + "\n")
+    assert fresh.probe_table._fast is None, "one pasted line must not pay for the big alternation"
+    for _ in range(30):
+        read_log(fresh, WATCHDOG + "\n")
+    assert fresh.probe_table._fast is not None
+    assert read_log(fresh, WATCHDOG + "\n").facts.get("op_type") == "_ALLGATHER_BASE"
+
+
+def test_the_api_builds_the_alternation_at_start(kb):
+    from advisor.api import Settings, create_app
+    from advisor.knowledge import KnowledgeBase
+
+    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    create_app(fresh, Settings())
+    assert fresh.probe_table._fast is not None
