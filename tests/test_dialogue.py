@@ -55,10 +55,11 @@ def read_until(fd: int, needle: bytes, timeout: float = 30.0) -> bytes:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
-def test_interactive_mode_in_a_real_terminal():
+def test_interactive_mode_in_a_real_terminal(tmp_path):
     pid, fd = pty.fork()
     if pid == 0:  # the child: the real CLI on a terminal
         os.environ["NO_COLOR"] = "1"
+        os.chdir(tmp_path)  # away from the source tree, so the installed package is what runs
         os.execv(sys.executable, [sys.executable, "-m", "advisor", "suggest", "--error", LOG, "--interactive"])
     try:
         first = read_until(fd, b"> ")

@@ -215,6 +215,7 @@ def test_runs_in_a_real_terminal_at_80x24(tmp_path):
     pid, fd = pty.fork()
     if pid == 0:
         os.environ.update(TERM="xterm-256color")
+        os.chdir(tmp_path)  # away from the source tree, so the installed package is what runs
         os.execv(sys.executable, [sys.executable, "-m", "advisor", "tui", "--log", str(log)])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     seen = b""
@@ -227,7 +228,10 @@ def test_runs_in_a_real_terminal_at_80x24(tmp_path):
             assert time.time() < deadline, plain[-2000:]
             ready, _, _ = select.select([fd], [], [], 1)
             if ready:
-                seen += os.read(fd, 65536)
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:  # the child closed the terminal: it exited before rendering
+                    raise AssertionError(f"advisor tui exited early:\n{plain[-2000:].decode(errors='replace')}") from None
         os.write(fd, b"\x11")  # ctrl+q
         deadline = time.time() + 30
         while time.time() < deadline:
