@@ -36,6 +36,12 @@ class Calculated:
     note: str | None = None
 
 
+def _derivation(parts: list[str], value: int) -> str:
+    """The steps joined, ending in the value used (said once when the last step already gives it)."""
+    text = "; ".join(parts)
+    return text if text.endswith(f"= {value} s") else f"{text} -> {value} s"
+
+
 def _round_up(seconds: float, step: int = 60) -> int:
     return int(math.ceil(seconds / step) * step)
 
@@ -101,7 +107,7 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
         parts.append(f"capped at {MAX_TIMEOUT_S} s")
         value = MAX_TIMEOUT_S
     return Calculated(
-        value=value, unit="s", derivation="; ".join(parts) + f" -> {value} s",
+        value=value, unit="s", derivation=_derivation(parts, value),
         used={"model_size_b": size, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers},
         missing=missing, note=note,
     )
@@ -128,7 +134,7 @@ def heartbeat_timeout(facts: Facts) -> Calculated:
         parts.append(f"2 x {float(skew):g} s start-up skew + 300 s = {need} s")
         value = max(value, need)
     value = min(_round_up(value), 3600)
-    return Calculated(value=value, unit="s", derivation="; ".join(parts) + f" -> {value} s",
+    return Calculated(value=value, unit="s", derivation=_derivation(parts, value),
                       used={"heartbeat_timeout_s": base, "startup_skew_s": skew}, missing=missing)
 
 
@@ -144,7 +150,7 @@ def _stopgap(facts: Facts, minimum: int, label: str, factor: int = 2) -> Calcula
         value = minimum
         parts.append(f"{minimum} s for {label} (the timeout in force is not in the log)")
     value = min(_round_up(value), MAX_TIMEOUT_S)
-    return Calculated(value=value, unit="s", derivation="; ".join(parts) + f" -> {value} s", used={"failed_timeout_s": failed})
+    return Calculated(value=value, unit="s", derivation=_derivation(parts, value), used={"failed_timeout_s": failed})
 
 
 def data_prep_timeout(facts: Facts) -> Calculated:
@@ -173,7 +179,8 @@ def startup_timeout(facts: Facts) -> Calculated:
         return base
     need = _round_up(float(skew) * 2 + 600)
     if need > base.value:
-        base.derivation = base.derivation.rsplit(" -> ", 1)[0] + f"; 2 x {float(skew):g} s skew + 600 s = {need} s -> {need} s"
+        steps = base.derivation.rsplit(" -> ", 1)[0]
+        base.derivation = _derivation([steps, f"2 x {float(skew):g} s skew + 600 s = {need} s"], need)
         base.value = need
     return base
 
