@@ -40,9 +40,28 @@ class Block:
             object.__setattr__(self, "newlines", self.data.count(b"\n"))
 
 
+_CRLF = None  # RE2 program for CRLF, compiled on the first big block
+
+
+def _has_crlf(chunk: bytes) -> bool:
+    """`b"\\r\\n" in chunk`, at memchr speed on progress-bar logs.
+
+    CPython's two-byte search steps a couple of bytes at a time when the first byte is common (a
+    tqdm log holds a CR every ~80 bytes): ~1 s per GB. RE2 jumps from CR to CR with memchr.
+    """
+    global _CRLF
+    if len(chunk) < 1 << 16:
+        return b"\r\n" in chunk
+    if _CRLF is None:
+        import re2
+
+        _CRLF = re2.compile(rb"\r\n")
+    return _CRLF.search(chunk) is not None
+
+
 def normalize(chunk: bytes) -> bytes:
     if b"\r" in chunk:
-        if b"\r\n" in chunk:
+        if _has_crlf(chunk):
             chunk = chunk.replace(b"\r\n", b"\n")
         chunk = chunk.replace(b"\r", b"\n")
     if b"\x1b" in chunk:

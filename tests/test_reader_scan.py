@@ -19,6 +19,22 @@ def test_normalize_crlf_progress_bars_ansi_and_nul():
     assert normalize(raw) == "a\nb 10%|█ \nb 20%|██\nred end\n".encode()
 
 
+def test_normalize_big_blocks_like_small_ones():
+    """Blocks over 64 KiB look for CRLF with RE2 instead of `in`: same bytes out, every mix."""
+    bar = b"".join(b"  %d%%|###   | %d/100 [00:0%d<00:10]\r" % (i, i, i % 10) for i in range(100))
+    mixes = {
+        "progress bars only": bar * 40,
+        "CRLF only": b"[rank0]: step 1 loss 2.5\r\n" * 4000,
+        "bars, then one CRLF at the very end": bar * 40 + b"done\r\n",
+        "a CR at the end, no LF": bar * 40 + b"tail\r",
+    }
+    for name, chunk in mixes.items():
+        assert len(chunk) > 1 << 16, name
+        expected = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        assert normalize(chunk) == expected, name
+        assert normalize(chunk).count(b"\n") == chunk.count(b"\r") + chunk.count(b"\n") - chunk.count(b"\r\n"), name
+
+
 def test_blocks_end_on_line_boundaries_and_count_lines():
     text = "".join(f"line {i}\n" for i in range(1, 1001))
     blocks = list(iter_blocks(text, block_size=1000))
