@@ -43,7 +43,7 @@ def read_log(
     """Scan a log (text, bytes or a binary stream of any size) once."""
     collector = FactCollector()
     signatures = SignatureCollector(collector)
-    stats = scan(iter_blocks(source, on_progress=on_progress), kb.probe_table, [signatures, collector])
+    stats = scan(iter_blocks(source, on_progress=on_progress, count_lines=False), kb.probe_table, [signatures, collector])
     facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)
     for fact, (value, line, text) in signatures.captured.items():
         value = _coerce(value)

@@ -84,8 +84,13 @@ def iter_blocks(
     source: str | bytes | BinaryIO,
     block_size: int = BLOCK_SIZE,
     on_progress: Callable[[int], None] | None = None,
+    count_lines: bool = True,
 ) -> Iterator[Block]:
-    """Yield normalized blocks; `on_progress(bytes_read)` is called after every read."""
+    """Yield normalized blocks; `on_progress(bytes_read)` is called after every read.
+
+    With `count_lines=False` every block says first_line=0 and newlines=0: for a consumer that
+    counts lines itself on its way through the block (the scanner), a second full pass saved.
+    """
     stream = open_source(source)
     pending = b""  # an incomplete last line carried into the next block
     line = 1
@@ -111,12 +116,12 @@ def iter_blocks(
         if cut == 0:
             cut = len(data)  # a giant line: cut it, the next block continues it
         block, pending = data[:cut], data[cut:]
-        newlines = block.count(b"\n")
-        yield Block(block, line, continues, newlines)
+        newlines = block.count(b"\n") if count_lines else 0
+        yield Block(block, line if count_lines else 0, continues, newlines)
         line += newlines
         continues = not block.endswith(b"\n")
     if pending:
-        yield Block(pending, line, continues)
+        yield Block(pending, line if count_lines else 0, continues, -1 if count_lines else 0)
 
 
 def encode(text: str) -> bytes:

@@ -140,15 +140,16 @@ def scan(
     seen_tail: set[tuple[int, str]] = set()  # (line, probe) already reported at a block's last line
     carry = b""  # the previous block's last line, so a message wrapped across blocks still matches
     carry_line = 0
+    next_line = 1  # the line the next block starts on (blocks' own line numbers are not needed)
     for block in blocks:
         stats.bytes += len(block.data)
-        carried = 1 if carry else 0  # the carried line ends in the one line break it holds
         data = carry + block.data
-        base_line = carry_line if carry else block.first_line
+        base_line = carry_line if carry else next_line
         if len(stats.ranks_prefixed) < 65536:
             stats.ranks_prefixed.update(int(r) for r in set(_RANK_PREFIX_BYTES.findall(block.data)))
         new_seen: set[tuple[int, str]] = set()
-        for hit in _hits_in(data, base_line, table, recurring):
+        counted = _Counted()
+        for hit in _hits_in(data, base_line, table, recurring, counted):
             key = (hit.line_no, hit.probe.id)
             if key in seen_tail:
                 continue
@@ -157,14 +158,17 @@ def scan(
             recurring.count(hit.probe)
             for listener in listeners:
                 listener.on_hit(hit)
+        # the scanner counted line breaks up to its last hit; count the rest once
+        newlines = counted.newlines + data.count(b"\n", counted.upto)
+        ends_line = data.endswith(b"\n")
         last_nl = data.rfind(b"\n", 0, len(data) - 1) + 1
-        carry = data[last_nl:] if data.endswith(b"\n") else b""
-        # line breaks before the last line: the carried line's one, the block's, minus the last line's
-        carry_line = base_line + carried + block.newlines - (1 if data.endswith(b"\n") else 0)
+        carry = data[last_nl:] if ends_line else b""
+        carry_line = base_line + newlines - (1 if ends_line else 0)  # the line the data ends on
+        next_line = base_line + newlines
         if len(carry) > MAX_WINDOW:
             carry = b""
         seen_tail = {k for k in new_seen if k[0] == carry_line}
-        stats.lines = block.first_line + block.newlines - (1 if block.data.endswith(b"\n") else 0)
+        stats.lines = carry_line
     stats.summarized = recurring.summarized
     return stats
 
@@ -245,11 +249,19 @@ def _last_match(rx, data: bytes, start: int, stop: int) -> int | None:
         back *= 8
 
 
+@dataclass
+class _Counted:
+    """How far a block's line breaks have been counted: `newlines` in data[:upto]."""
+
+    newlines: int = 0
+    upto: int = 0
+
+
 SMALL_LINES = 256
 FAST_AFTER = 4096  # lines checked on the small path before a process builds the big alternation
 
 
-def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurring) -> Iterator[LineHit]:
+def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurring, counted: _Counted) -> Iterator[LineHit]:
     if table._fast is None and table._windows < FAST_AFTER and data.count(b"\n", 0, 1 << 16) <= SMALL_LINES and len(data) <= 1 << 16:
         # a pasted error: checking each line's atoms beats building the big alternation's DFA, until
         # a long-lived process (the HTTP API) has checked enough lines for the build to pay off
@@ -269,7 +281,8 @@ def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurri
                 if line_start < counted_to:
                     continue
                 line_no += data.count(b"\n", counted_to, line_start)
-                counted_to = line_start
+                counted_to = counted.upto = line_start
+                counted.newlines = line_no - base_line
                 yield from _window_hits(data, line_start, match_start, match_start + 1, line_no, table)
         if m is None:
             break
@@ -277,7 +290,8 @@ def _hits_in(data: bytes, base_line: int, table: ProbeTable, recurring: _Recurri
         if core_start < counted_to:  # only when a look-back line was also this line: already seen
             core_start = counted_to
         line_no += data.count(b"\n", counted_to, core_start)
-        counted_to = core_start
+        counted_to = counted.upto = core_start
+        counted.newlines = line_no - base_line
         pos = yield from _window_hits(data, core_start, s, e, line_no, table)
 
 

@@ -100,7 +100,7 @@ def test_match_across_a_block_boundary(kb, monkeypatch):
     filler = "".join(f"step {i} ok\n" for i in range(400))
     text = filler + "ProcessGroupNCCL's watchdog got stuck for\n600 seconds without making progress\n" + filler
     # small blocks put the boundary close to the wrapped message
-    monkeypatch.setattr(diagnose_module, "iter_blocks", lambda src, on_progress=None: iter_blocks(src, block_size=len(filler) + 30))
+    monkeypatch.setattr(diagnose_module, "iter_blocks", lambda src, on_progress=None, **kw: iter_blocks(src, block_size=len(filler) + 30, **kw))
     reading = read_log(__import__("advisor.knowledge", fromlist=["load_kb"]).load_kb(), text)
     assert "nccl-heartbeat-monitor" in reading.signatures.by_cause
 
@@ -199,7 +199,7 @@ def _reading_summary(kb, text: str, block_size: int):
     from advisor.models import DiagnoseRequest
 
     original = diagnose_module.iter_blocks
-    diagnose_module.iter_blocks = lambda src, on_progress=None: original(src, block_size=block_size)
+    diagnose_module.iter_blocks = lambda src, on_progress=None, **kw: original(src, block_size=block_size, **kw)
     try:
         reading = read_log(kb, text)
     finally:
@@ -259,3 +259,55 @@ def test_the_api_builds_the_alternation_at_start(kb):
     fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
     create_app(fresh, Settings())
     assert fresh.probe_table._fast is not None
+
+
+def test_line_numbers_hold_across_blocks_cuts_and_summarised_stretches(kb, monkeypatch):
+    """The scanner counts lines itself, once, on its way through each block (the reader does not):
+    every hit's line number must be the line's real number in the normalized log, whatever the
+    block size, with progress-bar redraws (CR), summarised recurring lines and a giant line cut
+    across blocks in between."""
+    import advisor.diagnose as diagnose_module
+    import advisor.scan as scan_module
+    from advisor.knowledge import KnowledgeBase
+    from advisor.scan import scan
+
+    parts = []
+    for step in range(1, 1201):
+        parts.append(f" {step % 100:2d}%|###   | {step}/1200 [00:01<00:09,  1.90s/it]\r")  # redraws: a line each
+        parts.append(f"{{'loss': 1.5, 'epoch': {step / 1200:.2f}}}\n")
+        if step in (300, 700, 1100):
+            parts.append(WATCHDOG.replace("SeqNum=38", f"SeqNum={step}") + "\n")
+        if step == 500:
+            parts.append("x" * 20000 + "\n")  # longer than the small blocks: cut, continued
+    text = "".join(parts)
+    lines = normalize(text.encode()).split(b"\n")
+    expected = [i + 1 for i, line in enumerate(lines) if b"Watchdog caught collective operation timeout" in line]
+    assert len(expected) == 3
+
+    class Lines:
+        def __init__(self):
+            self.seen = []
+
+        def on_hit(self, hit):
+            if "Watchdog caught collective" in hit.text and hit.line_no not in self.seen:
+                self.seen.append(hit.line_no)
+
+    monkeypatch.setattr(scan_module, "SMALL_LINES", -1)  # the block path, as for a big file
+    for block_size in (4096, 8192, 65536, 1 << 20):
+        fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+        listener = Lines()
+        stats = scan(iter_blocks(text, block_size=block_size, count_lines=False), fresh.probe_table, [listener])
+        assert listener.seen == expected, block_size
+        assert stats.lines == len(lines) - 1, block_size  # the text ends with a line break
+        assert stats.summarized > 0, "recurring lines must have been summarised"
+    monkeypatch.setattr(diagnose_module, "iter_blocks", lambda src, on_progress=None, **kw: iter_blocks(src, block_size=8192, **kw))
+    reading = read_log(kb, text)
+    assert reading.stats.lines == len(lines) - 1
+
+    # a block that ends with a line too long to carry over as context: the next block's numbers
+    # come from the count alone
+    giant = "a\n" + "x" * (scan_module.MAX_WINDOW + 100) + "\n"
+    listener = Lines()
+    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    stats = scan(iter_blocks(giant + WATCHDOG + "\n", block_size=len(giant) + 7, count_lines=False), fresh.probe_table, [listener])
+    assert listener.seen == [3] and stats.lines == 3
