@@ -167,34 +167,30 @@ def test_snapshot_first_question(snap_compare, kb, tmp_path):
     assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
-def test_snapshot_final_answer(snap_compare, kb, tmp_path):
+def after_final_answer(*keys: str):
+    """A run_before that pastes the Open-R1 log, answers every question, then presses `keys`."""
+
     async def run_before(pilot):
         await no_blink(pilot)
         await paste_and_diagnose(pilot.app, pilot, openr1_log())
         await answer_all(pilot.app, pilot, {"storage": "network-fs"})
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
 
-    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=run_before)
+    return run_before
+
+
+def test_snapshot_final_answer(snap_compare, kb, tmp_path):
+    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=after_final_answer())
 
 
 def test_snapshot_final_answer_light_theme(snap_compare, kb, tmp_path):
-    async def run_before(pilot):
-        await no_blink(pilot)
-        await paste_and_diagnose(pilot.app, pilot, openr1_log())
-        await answer_all(pilot.app, pilot, {"storage": "network-fs"})
-        await pilot.press("ctrl+t")
-
-    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=after_final_answer("ctrl+t"))
 
 
 def test_snapshot_after_back(snap_compare, kb, tmp_path):
-    async def run_before(pilot):
-        await no_blink(pilot)
-        await paste_and_diagnose(pilot.app, pilot, openr1_log())
-        await answer_all(pilot.app, pilot, {"storage": "network-fs"})
-        await pilot.press("ctrl+b")
-        await pilot.pause()
-
-    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=after_final_answer("ctrl+b"))
 
 
 def test_runs_in_a_real_terminal_at_80x24(tmp_path):
