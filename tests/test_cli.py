@@ -158,3 +158,19 @@ def test_one_line_answer_loads_only_what_it_needs(tmp_path):
     assert "yaml" in cold, "the first run builds the cache from YAML (else this test proves nothing)"
     heavy = {"yaml", "fastapi", "starlette", "uvicorn", "textual", "rich", "rapidfuzz", "httpx", "packaging.specifiers"}
     assert not heavy & warm, sorted(heavy & warm)
+
+
+def test_the_readme_first_command_diagnoses():
+    """The README opens with install-and-run: its `advisor suggest ...` must give a diagnosis."""
+    import shlex
+
+    from helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first = readme.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    words = shlex.split(first)
+    argv = words[words.index(".venv/bin/advisor") + 1:]
+    assert argv[0] == "suggest"
+    result = run_cli(*argv)
+    assert result.code == 0, result.out
+    assert result.out.startswith("Diagnosis: ") and "[checkpoint-save-straggler]" in result.out.splitlines()[0]
