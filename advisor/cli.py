@@ -36,6 +36,7 @@ examples:
   advisor suggest --describe "保存模型时NCCL超时" --framework llama-factory
   advisor kb check --kb ./team-kb
   advisor kb list --json
+  advisor kb coverage
 
 exit codes:
   0 diagnosed  1 no confident diagnosis  2 usage error  3 input error  4 invalid knowledge base  130 interrupted
@@ -81,9 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing = kb_sub.add_parser("list", help="list the causes")
     listing.add_argument("--kb", action="append", default=[], metavar="DIR")
     listing.add_argument("--json", action="store_true")
-    show = kb_sub.add_parser("show", help="print one cause as JSON")
+    show = kb_sub.add_parser("show", help="print one cause (or catalogue message) as JSON")
     show.add_argument("id")
     show.add_argument("--kb", action="append", default=[], metavar="DIR")
+    cov = kb_sub.add_parser("coverage", help="the message catalogue: messages per component and how many point to a cause")
+    cov.add_argument("--kb", action="append", default=[], metavar="DIR")
+    cov.add_argument("--json", action="store_true")
 
     serve = sub.add_parser("serve", help="run the HTTP API for bots")
     serve.add_argument("--host", default="127.0.0.1")
@@ -328,15 +332,37 @@ def _kb(args, out: TextIO, err: TextIO, parser) -> int:
             out.write(f"\n{len(rows)} causes, {len(kb.codes)} codes, {len(kb.frameworks)} frameworks\n")
         return EXIT_OK
     if args.kb_command == "show":
-        cause = kb.causes.get(args.id)
-        if cause is None:
-            err.write(f"advisor: no cause {args.id!r}; see `advisor kb list`\n")
+        item = kb.causes.get(args.id) or kb.messages.get(args.id)
+        if item is None:
+            err.write(f"advisor: no cause or message {args.id!r}; see `advisor kb list` and `advisor kb coverage`\n")
             return EXIT_USAGE
-        json.dump(cause.model_dump(mode="json"), out, indent=2, ensure_ascii=False)
+        json.dump(item.model_dump(mode="json", exclude_none=True), out, indent=2, ensure_ascii=False)
         out.write("\n")
+        return EXIT_OK
+    if args.kb_command == "coverage":
+        from advisor.catalogue import coverage
+
+        report = coverage(kb.message_files, kb.messages)
+        if args.json:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+        else:
+            out.write(_format_coverage(report))
         return EXIT_OK
     parser.parse_args(["kb", "--help"])
     return EXIT_USAGE
+
+
+def _format_coverage(report: dict) -> str:
+    rows = report["components"]
+    width = max([len(name) for name in rows] + [9])
+    lines = [f"{'component':<{width}}  {'software':<12} {'messages':>8} {'mapped':>7} {'context':>8} {'benign':>7}"]
+    for name, c in rows.items():
+        lines.append(f"{name:<{width}}  {c['software']:<12} {c['messages']:>8} {c['mapped']:>7} {c['context']:>8} {c['benign']:>7}")
+    share = report["mapped"] / report["messages"] if report["messages"] else 0.0
+    lines.append(f"\n{report['messages']} messages in {len(rows)} components; {report['mapped']} mapped to a cause or marked "
+                 f"harmless ({share:.0%}); the rest are context (they carry facts and explain a line).")
+    return "\n".join(lines) + "\n"
 
 
 def _format_check(report: dict) -> str:

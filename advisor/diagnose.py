@@ -14,7 +14,7 @@ from advisor.facts import FactCollector
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
 from advisor.matcher import DIAGNOSED, SignatureCollector, fuzzy_scores, rank_causes
-from advisor.models import DiagnoseRequest, Diagnosis, FactValue, Facts, Notice, RankRow
+from advisor.models import DiagnoseRequest, Diagnosis, FactValue, Facts, Notice, RankRow, RecognisedMessage
 from advisor.questions import choose_questions
 from advisor.reader import iter_blocks
 from advisor.redact import Redactor
@@ -78,6 +78,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         fix=fix,
         notices=[Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
         ranks=rank_picture(facts),
+        messages=recognised_messages(kb, reading.signatures),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
     )
     return Redactor(mask_hosts=request.mask_hosts).redact_model(diagnosis)
@@ -173,3 +174,23 @@ def rank_picture(facts: Facts) -> list[RankRow]:
         rows.append(RankRow(rank=rank, state=state, seq=info.get("seq"), op=info.get("op"),
                             last_enqueued=info.get("last_enqueued"), last_completed=info.get("last_completed")))
     return rows
+
+
+_LEVEL_ORDER = {"error": 0, "warn": 1, "info": 2}
+MAX_MESSAGES = 24
+
+
+def recognised_messages(kb: KnowledgeBase, signatures: SignatureCollector) -> list[RecognisedMessage]:
+    """The catalogued messages found, errors first and then in log order, each with its meaning."""
+    out = []
+    for hit in signatures.messages.values():
+        msg = kb.messages.get(hit.id)
+        if msg is None:
+            continue
+        out.append(RecognisedMessage(
+            id=msg.id, component=msg.id.split(".", 1)[0], level=msg.level, role=msg.role, line=hit.line,
+            count=hit.count, text=hit.text[:400], meaning=" ".join(msg.meaning.split()),
+            points_to=[p.cause for p in msg.points_to], source=msg.source, rank=hit.rank,
+        ))
+    out.sort(key=lambda m: (m.role == "benign", _LEVEL_ORDER.get(m.level, 3), m.line))
+    return out[:MAX_MESSAGES]

@@ -140,6 +140,13 @@ class KnowledgeBase:
     digest: str = ""
     atoms: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     """probe pattern -> required literal atoms, computed once and cached with the KB."""
+    messages: dict[str, schema.Message] = field(default_factory=dict)
+    """the message catalogue (kb/messages/): message id -> message."""
+    message_files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """component -> its file's software, title and the artifacts it was mined from."""
+    message_owners: dict[str, tuple[tuple[str, schema.Signature], ...]] = field(default_factory=dict)
+    """message id -> the (cause id, signature) pairs it is evidence for (from `points_to`, or a
+    cause's own signature that `use`s it, whose weight then wins)."""
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -167,11 +174,18 @@ class KnowledgeBase:
         owners: dict[tuple[str, str, bool], list[tuple[str, schema.Signature]]] = {}
         for cause in self.causes.values():
             for sig in cause.signatures:
+                if sig.from_message:
+                    continue  # scanned once, as its catalogue message
                 kind = "benign" if cause.benign else "signature"
                 owners.setdefault((kind, sig.regex, sig.case_sensitive), []).append((cause.id, sig))
         for (kind, regex, case_sensitive), owned in owners.items():
             first_cause, first_sig = owned[0]
             probes.append(Probe(f"sig:{first_cause}:{first_sig.id}", regex, kind, first_cause, not case_sensitive, tuple(owned)))
+        for msg in self.messages.values():
+            owned = self.message_owners.get(msg.id, ())
+            kind = "benign" if msg.role == "benign" else "message"
+            probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
+                                not msg.case_sensitive, (msg, owned)))
         for i, cue in enumerate(self.phase_cues):
             probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive, recurring="latest"))
         for fw in self.frameworks.values():
@@ -217,7 +231,7 @@ def _fingerprint(extra: tuple[str, ...]) -> str:
     h = hashlib.sha256(f"{__version__}:{CACHE_FORMAT}".encode())
     # the code that shapes the cached object: a changed reader must never get a stale pickle
     here = Path(__file__).resolve().parent
-    for name in ("knowledge.py", "schema.py", "regex.py", "facts.py"):
+    for name in ("knowledge.py", "schema.py", "regex.py", "facts.py", "catalogue.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:
@@ -326,6 +340,7 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     questions_model = read(root / "questions.yaml", schema.Questions)
     shared_model = read(root / "signatures.yaml", schema.SharedSignatures)
     shared = {sig.id: sig for sig in shared_model.signatures} if shared_model else {}
+    messages, message_files = _load_messages([root] + [Path(d) for d in extra if Path(d).is_dir()], read, errors)
 
     sources: dict[str, Path] = {}
     causes: dict[str, schema.Cause] = {}
@@ -340,7 +355,7 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
             cause = read(path, schema.Cause)
             if cause is None:
                 continue
-            cause = _resolve_shared(cause, shared, path, errors)
+            cause = _resolve_shared(cause, shared, messages, path, errors)
             if cause.id in causes and i == 0:
                 errors.append(KBError(path, "id", f"duplicate cause id {cause.id!r} (also in {sources[cause.id]})"))
             causes[cause.id] = cause
@@ -362,7 +377,10 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
         questions={q.id: q for q in questions_model.questions} if questions_model else {},
         sources=sources,
         digest=digest.hexdigest()[:16],
+        messages=messages,
+        message_files=message_files,
     )
+    kb.message_owners = _message_owners(kb)
     sources["codes"] = codes_file
     sources["phases"] = root / "phases.yaml"
     sources["questions"] = root / "questions.yaml"
@@ -377,8 +395,65 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     return kb
 
 
-def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignature], path: Path, errors: list[KBError]) -> schema.Cause:
-    """Fill in signatures that `use` a shared one (its regex, case and event; the cause's weight)."""
+def _load_messages(roots: list[Path], read, errors: list[KBError]) -> tuple[dict[str, schema.Message], dict[str, dict[str, Any]]]:
+    """Every kb/messages/<component>.yaml of the built-in KB and the team directories."""
+    messages: dict[str, schema.Message] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for kb_root in roots:
+        for path in _kb_files(kb_root, "messages"):
+            model = read(path, schema.MessageFile)
+            if model is None:
+                continue
+            if model.component != path.stem:
+                errors.append(KBError(path, "component", f"{model.component!r} must equal the file name ({path.stem!r})"))
+            files[model.component] = {
+                "software": model.software, "title": model.title, "path": str(path),
+                "mined_from": [m.model_dump() for m in model.mined_from],
+            }
+            for i, msg in enumerate(model.messages):
+                if msg.id.split(".", 1)[0] != model.component:
+                    errors.append(KBError(path, f"messages[{i}].id", f"{msg.id!r} must start with {model.component + '.'!r}"))
+                if msg.id in messages and files.get(msg.id.split(".", 1)[0], {}).get("path") != str(path):
+                    pass  # a team file replacing a built-in message
+                elif msg.id in messages:
+                    errors.append(KBError(path, f"messages[{i}].id", f"duplicate message id {msg.id!r}"))
+                messages[msg.id] = msg
+    return messages, files
+
+
+GENERIC_BENIGN = "harmless-message"
+"""the benign cause a `benign` message without `points_to` counts for."""
+
+
+def _message_owners(kb: "KnowledgeBase") -> dict[str, tuple[tuple[str, schema.Signature], ...]]:
+    """Who each message is evidence for: a cause's own signature that `use`s the message wins over
+    the message's `points_to` weight for that cause."""
+    own: dict[str, dict[str, schema.Signature]] = {}
+    for cause in kb.causes.values():
+        for sig in cause.signatures:
+            if sig.from_message:
+                own.setdefault(sig.from_message, {})[cause.id] = sig
+    owners: dict[str, tuple[tuple[str, schema.Signature], ...]] = {}
+    for msg in kb.messages.values():
+        mine = dict(own.get(msg.id, {}))
+        targets = list(msg.points_to)
+        if msg.role == "benign" and not targets and GENERIC_BENIGN in kb.causes:
+            targets = [schema.PointsTo(cause=GENERIC_BENIGN, weight=3)]
+        for target in targets:
+            if target.cause in mine or target.cause not in kb.causes:
+                continue  # a cause's own use wins; an unknown cause is reported by cross_check
+            mine[target.cause] = schema.Signature(
+                id=msg.id, regex=msg.pattern, weight=target.weight, case_sensitive=msg.case_sensitive,
+                captures=msg.captures, event=msg.event, note=msg.source, from_message=msg.id,
+            )
+        owners[msg.id] = tuple(sorted(mine.items()))
+    return owners
+
+
+def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignature], messages: dict[str, schema.Message],
+                    path: Path, errors: list[KBError]) -> schema.Cause:
+    """Fill in signatures that `use` a shared signature or a catalogue message (its regex, case and
+    event; the cause's own weight)."""
     if not any(sig.use for sig in cause.signatures):
         return cause
     resolved = []
@@ -386,9 +461,16 @@ def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignatur
         if sig.use is None:
             resolved.append(sig)
             continue
+        msg = messages.get(sig.use)
+        if msg is not None:
+            resolved.append(sig.model_copy(update={
+                "regex": msg.pattern, "case_sensitive": msg.case_sensitive, "event": sig.event or msg.event,
+                "captures": {**msg.captures, **sig.captures}, "note": sig.note or msg.source, "from_message": msg.id,
+            }))
+            continue
         base = shared.get(sig.use)
         if base is None:
-            errors.append(KBError(path, f"signatures[{i}].use", f"no shared signature {sig.use!r} in signatures.yaml"))
+            errors.append(KBError(path, f"signatures[{i}].use", f"no shared signature or catalogue message {sig.use!r}"))
             continue
         resolved.append(sig.model_copy(update={
             "regex": base.regex, "case_sensitive": base.case_sensitive,
@@ -492,9 +574,47 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
     for qid, q in kb.questions.items():
         if q.fact not in fact_names:
             errors.append(KBError(kb.sources["questions"], f"questions.{qid}.fact", f"unknown fact {q.fact!r}"))
+    errors.extend(_check_messages(kb, regex_ok, fact_names))
     if kb.codes:
         covered = {c.code for c in kb.causes.values()}
         for code in kb.codes:
             if code not in covered:
                 errors.append(KBError(kb.sources["codes"], f"causes.{code}", "no KB cause declares this code"))
+    return errors
+
+
+def _check_messages(kb: KnowledgeBase, regex_ok, fact_names: set[str]) -> list[KBError]:
+    """Each catalogue message against its own wording, examples and near misses; its causes, facts
+    and version ranges; and no pattern that claims another message's wording."""
+    from advisor.catalogue import check_message, collisions
+    from advisor.versions import parse_specifier
+
+    errors: list[KBError] = []
+    where_of: dict[str, tuple[Path, int]] = {}
+    for name, info in kb.message_files.items():
+        ids = [m for m in kb.messages.values() if m.id.split(".", 1)[0] == name]
+        for i, msg in enumerate(ids):
+            where_of[msg.id] = (Path(info["path"]), i)
+    for msg in kb.messages.values():
+        path, i = where_of.get(msg.id, (Path("messages"), 0))
+        at = f"messages[{i}]"
+        for field_name, problem in check_message(msg):
+            errors.append(KBError(path, f"{at}.{field_name}", f"{msg.id}: {problem}"))
+        for group, fact in msg.captures.items():
+            if fact not in fact_names:
+                errors.append(KBError(path, f"{at}.captures.{group}", f"unknown fact {fact!r}"))
+        for j, target in enumerate(msg.points_to):
+            if target.cause not in kb.causes:
+                errors.append(KBError(path, f"{at}.points_to[{j}].cause", f"unknown cause id {target.cause!r}"))
+        if msg.role == "benign" and not msg.points_to and GENERIC_BENIGN not in kb.causes:
+            errors.append(KBError(path, f"{at}.points_to", f"a benign message needs `points_to` or the {GENERIC_BENIGN!r} cause"))
+        for spec, field_name in [(msg.versions, "versions")] + [(w.versions, f"wording[{k}].versions") for k, w in enumerate(msg.wording)]:
+            if spec:
+                try:
+                    parse_specifier(spec)
+                except ValueError as exc:
+                    errors.append(KBError(path, f"{at}.{field_name}", str(exc)))
+    for msg_id, problem in collisions(kb.messages.values()):
+        path, i = where_of.get(msg_id, (Path("messages"), 0))
+        errors.append(KBError(path, f"messages[{i}].pattern", f"{msg_id}: {problem}"))
     return errors

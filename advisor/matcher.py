@@ -40,6 +40,15 @@ class _SigHits:
     lines: list[EvidenceLine] = field(default_factory=list)
 
 
+@dataclass
+class MessageHit:
+    id: str
+    line: int
+    text: str
+    rank: int | None
+    count: int = 1
+
+
 class SignatureCollector:
     """Listens to the scanner for KB signature hits; reports failure events to the facts."""
 
@@ -50,19 +59,25 @@ class SignatureCollector:
         self.notices: list[tuple[int, str, str]] = []  # line, text, cause id
         self.captured: dict[str, tuple[str, int, str]] = {}
         self._stamped: tuple[int, tuple[int, int, int] | None] = (-1, None)  # (line, its timestamp)
+        self.messages: dict[str, MessageHit] = {}  # catalogue message id -> where it was first seen
 
     def on_hit(self, hit: LineHit) -> None:
-        if hit.probe.kind not in ("signature", "benign"):
+        if hit.probe.kind not in ("signature", "benign", "message"):
             return
-        owners: tuple[tuple[str, schema.Signature], ...] = hit.probe.payload
+        message: schema.Message | None = None
+        if hit.probe.id.startswith("msg:"):
+            message, owners = hit.probe.payload
+            self._on_message(message, hit)
+        else:
+            owners = hit.probe.payload
         if hit.probe.kind == "benign":
             self.benign_lines.add(hit.line_no)
-            if len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
+            if owners and len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
                 self.notices.append((hit.line_no, hit_line(hit), owners[0][0]))
         elif hit.line_no in self.benign_lines:
             return  # harmless lines are evidence for nothing else
         text = None
-        event = None
+        event = message.event if message is not None else None
         for cause_id, sig in owners:
             slot = self.by_cause[cause_id].get(sig.id)
             if slot is None:
@@ -88,6 +103,20 @@ class SignatureCollector:
             ))
             if event != "cascade" and hit.rank is not None and event in ("timeout", "oom", "exception", "killed", "heartbeat", "nccl-error", "hardware"):
                 self.facts._report(hit.rank)
+
+    def _on_message(self, message: schema.Message, hit: LineHit) -> None:
+        """Remember which catalogue messages the log holds (their first line) and the facts a
+        context message carries, which no cause signature would capture."""
+        seen = self.messages.get(message.id)
+        if seen is None:
+            self.messages[message.id] = MessageHit(message.id, hit.line_no, hit_line(hit), hit.rank)
+        else:
+            seen.count += 1
+        for group, fact in message.captures.items():
+            if fact not in self.captured:
+                value = hit.group(group)
+                if value is not None:
+                    self.captured[fact] = (value, hit.line_no, hit_line(hit))
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
         """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""
@@ -156,7 +185,11 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
     for cause in kb.causes.values():
         raw = cause.prior
         lines: list[EvidenceLine] = []
-        for slot in hits.by_cause.get(cause.id, {}).values():
+        slots = hits.by_cause.get(cause.id, {})
+        own_lines = {e.line for slot in slots.values() if not slot.signature.from_message for e in slot.lines}
+        for slot in slots.values():
+            if slot.signature.from_message and own_lines and all(e.line in own_lines for e in slot.lines):
+                continue  # the cause's own signature already counted these lines: one line, one vote
             raw += slot.signature.weight
             lines.extend(slot.lines)
         rule_score, fact_evidence = score_rules(cause, facts, kb)

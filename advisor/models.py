@@ -137,6 +137,22 @@ class RankRow(Model):
     last_completed: int | None = None
 
 
+class RecognisedMessage(Model):
+    """A catalogued message found in the log, with what it means."""
+
+    id: str
+    component: str
+    level: str
+    role: str
+    line: int
+    count: int
+    text: str
+    meaning: str
+    points_to: list[str] = Field(default_factory=list)
+    source: str = ""
+    rank: int | None = None
+
+
 class Diagnosis(Model):
     status: Literal["diagnosed", "uncertain", "no-match"]
     headline: str
@@ -148,6 +164,9 @@ class Diagnosis(Model):
     notices: list[Notice] = Field(default_factory=list)
     ranks: list[RankRow] = Field(default_factory=list)
     stats: dict[str, Any] = Field(default_factory=dict)
+    messages: list[RecognisedMessage] = Field(
+        default_factory=list,
+        description="catalogued messages in the log (errors first, then by line), each with its plain meaning")
     redactions: int = 0
     version: str = "1"
 

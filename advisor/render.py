@@ -185,6 +185,17 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
             out.append(f"  - {c.title} [{c.code}] {s.dim(label)}")
         out.append("")
 
+    explained = [m for m in d.messages if m.role != "benign"]
+    if explained:
+        out.append(s.bold("What the messages mean"))
+        for m in explained[: (12 if verbose else 4)]:
+            where = f"line {m.line}" + (f" (x{m.count})" if m.count > 1 else "")
+            out.append(f"  {s.dim(where + ':')} {m.text.strip()[: width - 16]}")
+            out.append(_indent(m.meaning, "      ", width))
+        if len(explained) > (12 if verbose else 4):
+            out.append(s.dim(f"  ({len(explained) - (12 if verbose else 4)} more: --verbose or --json)"))
+        out.append("")
+
     if d.notices:
         out.append(s.bold("Harmless lines"))
         for n in d.notices[: (10 if verbose else 2)]:
@@ -251,6 +262,15 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         for f in top.evidence.get("facts", [])[:max_evidence]:
             evidence.append(f"fact {f['fact']}={f['value']} ({f['weight']:+}): {f['why']}")
     picture = rank_picture(d.ranks)
+    meanings = [f"line {m.line}: {m.text.strip()[:200]}\n    -> {' '.join(m.meaning.split())}" for m in d.messages if m.role != "benign"][:6]
+    if meanings:
+        out.append("<details><summary>What the messages mean</summary>")
+        out.append("")
+        out.append("```text")
+        out.extend(x.replace("```", "'''") for x in meanings)
+        out.append("```")
+        out.append("</details>")
+        out.append("")
     if evidence or picture:
         out.append("<details><summary>Evidence</summary>")
         out.append("")

@@ -57,6 +57,9 @@ class Signature(Strict):
     """the line reports a failure of this kind; the earliest non-cascade one is the first failure."""
     note: str | None = None
     """where the message comes from (file, version) and why the pattern is shaped so."""
+    from_message: str | None = None
+    """set by the loader, never in a file: the catalogue message this signature stands for (its
+    `use`, or a message's `points_to` naming this cause)."""
 
     @model_validator(mode="after")
     def _regex_or_use(self) -> "Signature":
@@ -206,6 +209,91 @@ class Cause(Strict):
         if not self.signatures and not self.rules and not (self.symptoms.en or self.symptoms.zh):
             raise ValueError("a cause needs at least one signature, rule or symptom phrase")
         return self
+
+
+# --- the message catalogue ---------------------------------------------------------------------
+
+MessageLevel = Literal["error", "warn", "info"]
+MessageRole = Literal["cause", "context", "benign"]
+MESSAGE_ID = r"^[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$"
+
+
+class Wording(Strict):
+    """Another wording of the same message, printed by other versions."""
+
+    text: str = Field(min_length=3)
+    versions: str = Field(min_length=1)
+    """PEP 440 specifier over the component's software versions that print this wording."""
+
+
+class PointsTo(Strict):
+    """A cause the message is evidence for, with the log-odds weight it adds (see kb/README.md)."""
+
+    cause: str = Field(pattern=KEBAB)
+    weight: float = Field(ge=-20, le=20)
+
+
+class Message(Strict):
+    """One message the software prints, as its source or binary spells it.
+
+    `text` is the wording in the artifact (a printf/fmt format or a Python f-string, placeholders
+    kept); `pattern` is the linear-time regex that finds it in a log. What it points to decides how
+    it counts: `cause` messages add their weights to the causes named, `context` messages only give
+    facts (captures) and explain a line, `benign` ones are harmless noise.
+    """
+
+    id: str = Field(pattern=MESSAGE_ID)
+    level: MessageLevel
+    text: str = Field(min_length=3)
+    pattern: str = Field(min_length=3)
+    case_sensitive: bool = False
+    source: str = Field(min_length=3)
+    """the file in the software's source tree that prints it (as in the mined release)."""
+    versions: str = ""
+    """PEP 440 specifier over the software's versions whose artifacts hold `text`; '' = every mined one."""
+    wording: list[Wording] = Field(default_factory=list)
+    meaning: str = Field(min_length=15)
+    """what it means, in plain words."""
+    role: MessageRole = "cause"
+    points_to: list[PointsTo] = Field(default_factory=list)
+    captures: dict[str, str] = Field(default_factory=dict)
+    """named group -> fact name."""
+    event: EventKind | None = None
+    sample: str | None = None
+    """a printed instance of `text` when the placeholders need realistic values to match `pattern`."""
+    examples: list[str] = Field(default_factory=list)
+    """lines as printed in real logs (reproductions, issue threads): each must match `pattern`."""
+    near_misses: list[str] = Field(default_factory=list)
+    """lines that look alike but are another message: none may match `pattern`."""
+
+    @model_validator(mode="after")
+    def _role_and_targets(self) -> "Message":
+        if self.role == "cause" and not self.points_to:
+            raise ValueError("a message with role `cause` names at least one cause in `points_to`")
+        if self.role == "context" and self.points_to:
+            raise ValueError("a `context` message points to no cause (use role `cause`)")
+        return self
+
+
+class MinedFrom(Strict):
+    """An artifact the messages of a file were read from."""
+
+    artifact: str = Field(min_length=5)
+    """package and version and the file inside it, e.g. `nvidia-nccl-cu12==2.21.5 libnccl.so.2 (strings)`."""
+    url: Url
+
+
+class MessageFile(Strict):
+    """kb/messages/<component>.yaml: every message one component of one software prints."""
+
+    component: str = Field(pattern=KEBAB)
+    software: Literal[
+        "nccl", "torch", "gloo", "deepspeed", "accelerate", "transformers", "lightning", "trl", "vllm",
+        "torchtitan", "llama-factory", "open-r1", "linux", "slurm", "cuda",
+    ]
+    title: str = Field(min_length=8)
+    mined_from: list[MinedFrom] = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
 
 
 # --- frameworks -------------------------------------------------------------------------------
