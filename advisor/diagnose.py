@@ -19,9 +19,12 @@ from advisor.questions import choose_questions
 from advisor.reader import iter_blocks
 from advisor.redact import Redactor
 from advisor.scan import ScanStats, scan
+from advisor.similar import similar_candidates
 
 # free text shorter than this is also compared with the causes' symptom phrases
 PROSE_LIMIT = 4000
+SIMILAR_FILL = 3
+"""with no confident answer, the candidates listed are topped up to this many from similar wording."""
 
 
 @dataclass
@@ -32,6 +35,8 @@ class LogReading:
     facts: Facts
     stats: ScanStats
     prose: str
+    error_lines: list[tuple[int, str]]
+    """a bounded sample of failure-looking lines (line number, text), for the similar-text fallback."""
 
 
 def read_log(
@@ -49,13 +54,17 @@ def read_log(
         value = _coerce(value)
         if fact not in facts.values and value is not None:
             facts.values[fact] = FactValue(value=value, line=line, text=text)
+    for fact, (value, line, text) in signatures.established.items():
+        if fact not in facts.values:
+            facts.values[fact] = FactValue(value=value, line=line, text=text, detail="what this message means")
     prose = ""
     if isinstance(source, (str, bytes)) and len(source) <= PROSE_LIMIT:
         prose = source if isinstance(source, str) else source.decode("utf-8", "replace")
     if description:
         prose = (description[:PROSE_LIMIT] + "\n" + prose).strip()
         _read_description(kb, description[:PROSE_LIMIT], signatures, facts)
-    return LogReading(signatures, facts, stats, prose)
+    error_lines = sorted(((n, t) for t, n in collector.error_sample.items()), key=lambda x: x[0])
+    return LogReading(signatures, facts, stats, prose, error_lines)
 
 
 def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -> Diagnosis:
@@ -65,6 +74,11 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)
+    real = [c for c in causes if not c.benign]
+    if status == "no-match" and len(real) < SIMILAR_FILL:
+        # nothing specific: offer what the failure lines read like, marked as such
+        extra = similar_candidates(kb, reading.error_lines, {c.code for c in real}, SIMILAR_FILL - len(real))
+        causes = real + extra + [c for c in causes if c.benign]
     causes = causes[: request.max_causes]
     questions = choose_questions(kb, causes, raw_scores, facts, answered, request.max_questions)
     fix = build_fix(kb, causes, facts, status)
@@ -132,10 +146,33 @@ def _coerce(value: str):
 
 LEANING = 0.15  # below this probability a cause is not named
 LEADS_BY = 1.5  # ... nor when the runner-up is nearly as likely
+SPECIFIC_LINE = 5.0
+"""a log line whose weight says it names the cause (kb/README.md: 7-10 names it, 3-6 a strong hint)."""
+SPECIFIC_FACTS = 1.5
+"""or facts (read from the log or answered) that together point to the cause this strongly."""
+CLEAR_LEAD = 3.0
+"""a confident verdict also needs the cause this many times likelier than the best rival of another code."""
+
+
+def is_specific(cause) -> bool:
+    """Whether a cause rests on evidence of its own, not only on symptoms many causes share."""
+    lines = cause.evidence.get("lines", [])
+    facts = cause.evidence.get("facts", [])
+    if any(e["weight"] >= SPECIFIC_LINE for e in lines):
+        return True
+    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(lines or cause.evidence.get("symptoms"))
+
+
+def confident(causes, top_real) -> bool:
+    """A verdict that may be stated as the diagnosis (exit 0): likely, specific, confirmed, clear."""
+    if top_real is None or top_real.score < DIAGNOSED or top_real.unconfirmed or top_real.basis != "evidence":
+        return False
+    rival = max((c.score for c in causes if not c.benign and c.code != top_real.code), default=0.0)
+    return is_specific(top_real) and top_real.score >= CLEAR_LEAD * rival
 
 
 def _status(causes, top_real) -> str:
-    if top_real is not None and top_real.score >= DIAGNOSED:
+    if confident(causes, top_real):
         return "diagnosed"
     if causes and causes[0].benign and not any(c.score >= 0.15 for c in causes if not c.benign):
         return "diagnosed"

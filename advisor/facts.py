@@ -89,6 +89,15 @@ _SPECS = [
     FactSpec("saves_optimizer", "bool", "checkpoints include the optimizer state"),
     FactSpec("sharded_checkpoint", "bool", "each rank writes its own shard (FSDP/DCP/ZeRO) rather than rank 0 gathering everything"),
     FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),
+    FactSpec("waiting_ops", "dict", "per rank: the torch.distributed call its traceback was waiting in (all_reduce, all_gather, barrier, ...)"),
+    FactSpec("duplicate_ranks", "list", "global ranks announced by more than one process (two nodes computed the same ranks)"),
+    FactSpec("awaited_rank", "int", "the rank whose key the store waited for (the last number of a `keys: .../N` store key)"),
+    FactSpec("rank_outside_world", "bool", "a rank id at or beyond the world size was used or awaited"),
+    FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
+    FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
+             ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang")),
+    FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
+    FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
 ]
@@ -254,6 +263,14 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
     FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line \d+, in (?P<func>[\w<>.]+)', ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
+    # lines that read like a failure, sampled (first and latest) for the similar-text fallback
+    FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
+    # torch.distributed.elastic's ChildFailedError summary: the "Root Cause" block names the rank
+    # that failed first (errors/__init__.py, torch 1.9-2.13)
+    FactProbe("root-cause-header", r"Root Cause \(first observed failure\):", ignore_case=False),
+    FactProbe("elastic-rank", r"(?m)^\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
+    # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
+    FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
@@ -286,6 +303,17 @@ _WORDING_RANGES = {
     "wording-nccl-watchdog-thread": (None, "2.3"),
     "wording-monitor-22": ("2.2", "2.3"),
 }
+
+
+# torch.distributed calls a rank can wait in: the function names of distributed_c10d.py's public
+# collectives and point-to-point calls (torch 2.x), as they appear in a traceback's frames.
+COLLECTIVE_CALLS = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_object",
+    "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all",
+    "all_to_all_single", "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter",
+    "scatter_object_list", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "send_object_list", "recv_object_list",
+})
 
 
 def fact_probes() -> list[Probe]:
@@ -324,6 +352,7 @@ def hit_line(hit: LineHit, limit: int = 300) -> str:
 
 
 _MAX_RANKS = 8192
+ERROR_SAMPLE = 32
 _MAX_EVENTS = 256
 
 
@@ -373,6 +402,10 @@ class FactCollector:
     first_timeout_line: int | None = None
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
     error_lines: int = 0
+    announced: dict[int, int] = field(default_factory=dict)  # global rank -> times a process announced it
+    error_sample: dict[str, int] = field(default_factory=dict)  # failure-looking line -> its line number
+    in_root_cause: bool = False
+    waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
 
     # -- listener --
     def on_hit(self, hit: LineHit) -> None:
@@ -504,6 +537,32 @@ class FactCollector:
 
     def _on_member(self, hit: LineHit) -> None:
         self._set_world(hit)
+        rank = _int(hit.group("rank"))
+        if rank is not None and len(self.announced) < _MAX_RANKS:
+            self.announced[rank] = self.announced.get(rank, 0) + 1
+
+    def _on_error_like(self, hit: LineHit) -> None:
+        line = hit_line(hit).strip()
+        if not line or line in self.error_sample:
+            return
+        self.error_sample[line] = hit.line_no
+        if len(self.error_sample) > ERROR_SAMPLE:
+            # keep the first few and the latest: the error that ended a run is usually near its end
+            del self.error_sample[list(self.error_sample)[ERROR_SAMPLE // 4]]
+
+    def _on_root_cause_header(self, hit: LineHit) -> None:
+        self.in_root_cause = True
+
+    def _on_elastic_rank(self, hit: LineHit) -> None:
+        if self.in_root_cause:
+            rank = _int(hit.group("rank"))
+            if rank is not None:
+                self._set("root_cause_rank", rank, hit)
+
+    def _on_store_key_rank(self, hit: LineHit) -> None:
+        rank = _int(hit.group("rank"))
+        if rank is not None:
+            self._set("awaited_rank", rank, hit)
 
     def _on_lf_tasks(self, hit: LineHit) -> None:
         self._set_world(hit)
@@ -580,9 +639,13 @@ class FactCollector:
         return self.last_traceback if self.last_traceback in self.tracebacks else None
 
     def _on_frame(self, hit: LineHit) -> None:
-        tb = self.tracebacks.get(self._open_traceback(hit.rank))
+        rank = self._open_traceback(hit.rank)
+        tb = self.tracebacks.get(rank)
         if tb is not None and len(tb[1]) < 128:
             tb[1].append(hit.group("path") or "")
+        path, func = hit.group("path") or "", hit.group("func") or ""
+        if rank is not None and path.endswith("distributed_c10d.py") and func in COLLECTIVE_CALLS and len(self.waiting) < _MAX_RANKS:
+            self.waiting[rank] = func  # the innermost torch.distributed call of this rank's traceback
 
     def _on_exception_line(self, hit: LineHit) -> None:
         etype = hit.group("type") or ""
@@ -603,6 +666,11 @@ class FactCollector:
 
     def _on_exitcode(self, hit: LineHit) -> None:
         code = _int(hit.group("code"))
+        if self.in_root_cause and code is not None:
+            self._set("root_cause_exit_code", code, hit)
+            self.in_root_cause = False
+            if code != 0:  # the first observed failure's code says more than a survivor's SIGTERM
+                self._set("exit_code", code, hit, overwrite=self.values.get("exit_code", _Value(0, 0, "")).value in (-15, 0))
         if code is not None and code != 0:
             self._set("exit_code", code, hit)
 
@@ -698,6 +766,7 @@ class FactCollector:
         self._finalize_framework(put, frameworks)
         self._finalize_torch_wording(put, out)
         self._finalize_ranks(put, out, ranks_prefixed)
+        self._finalize_rank_ids(put, out, ranks_prefixed)
         self._finalize_topology(put, out)
         self._finalize_failures(put, out)
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
@@ -770,7 +839,8 @@ class FactCollector:
             put("rank_progress", progress)
             seqs = {rep.seq for rep in self.reports.values() if rep.seq is not None}
             enq = {rep.last_enqueued for rep in self.reports.values() if rep.last_enqueued is not None}
-            put("seq_spread", len(seqs) > 1 or len(enq) > 1)
+            if seqs or enq:  # gloo prints no sequence numbers: then nothing is known about the spread
+                put("seq_spread", len(seqs) > 1 or len(enq) > 1)
             world = out.get("world_size")
             rank0_exists = 0 in ranks_prefixed or (world is not None and isinstance(world.value, int) and world.value > 1)
             if rank0_exists:
@@ -786,6 +856,29 @@ class FactCollector:
         if world is not None and reporting and isinstance(world.value, int) and world.value <= 65536:
             silent = [r for r in range(world.value) if r not in self.reports]
             put("silent_ranks", silent[:512], origin="inferred", detail=f"world size {world.value} minus the ranks that reported")
+
+    def _finalize_rank_ids(self, put, out, ranks_prefixed: set[int]) -> None:
+        """Rank ids against each other and the world size: a rank announced twice, a rank id the
+        world cannot hold, and ranks waiting in different torch.distributed calls."""
+        duplicates = sorted(r for r, n in self.announced.items() if n > 1)
+        if duplicates:
+            put("duplicate_ranks", duplicates[:64], origin="inferred",
+                detail="the same GLOBAL_RANK was announced by more than one process")
+        world = out["world_size"].value if "world_size" in out else None
+        awaited = out["awaited_rank"].value if "awaited_rank" in out else None
+        if isinstance(world, int) and isinstance(awaited, int) and awaited >= world:
+            put("rank_outside_world", True, out["awaited_rank"].line, out["awaited_rank"].text, origin="inferred",
+                detail=f"the store waited for rank {awaited}, but the world size is {world}")
+        elif isinstance(awaited, int) and ranks_prefixed and awaited > max(ranks_prefixed) + 1:
+            put("rank_outside_world", True, out["awaited_rank"].line, out["awaited_rank"].text, origin="inferred",
+                detail=f"the store waited for rank {awaited}, beyond every rank that printed")
+        if self.waiting:
+            put("waiting_ops", {str(r): op for r, op in sorted(self.waiting.items())[:256]}, origin="log",
+                detail="the torch.distributed call in each rank's traceback")
+            ops = {_normal_call(op) for op in self.waiting.values()}
+            if len(ops) > 1 and "op_mismatch" not in out and len(self.waiting) > 1:
+                put("op_mismatch", True,
+                    detail="ranks' tracebacks wait in different calls: " + ", ".join(sorted(ops)))
 
     def _finalize_topology(self, put, out) -> None:
         if self.hosts:
@@ -860,3 +953,15 @@ def _vkey(v: str) -> tuple[int, ...]:
 def _version_below(v: str) -> str:
     major, minor = _vkey(v)[:2]
     return f"{major}.{max(minor - 1, 0)}"
+
+
+_CALL_FAMILY = {"all_gather_into_tensor": "all_gather", "_all_gather_base": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+                "_reduce_scatter_base": "reduce_scatter", "isend": "send", "irecv": "recv", "monitored_barrier": "barrier",
+                "all_reduce_coalesced": "all_reduce", "all_gather_coalesced": "all_gather", "all_to_all_single": "all_to_all"}
+
+
+def _normal_call(name: str) -> str:
+    """One name per collective whatever API spelled it (all_gather_into_tensor is an all_gather).
+    send and recv pair up, so they count as one exchange."""
+    family = _CALL_FAMILY.get(name, name)
+    return "send/recv" if family in ("send", "recv") else family

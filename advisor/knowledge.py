@@ -151,6 +151,7 @@ class KnowledgeBase:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("probe_table", None)  # compiled RE2 programs: rebuilt on demand
+        state.pop("similar_references", None)
         return state
 
     def framework_id(self, name: str | None) -> str | None:
@@ -163,6 +164,13 @@ class KnowledgeBase:
             if key in names:
                 return fw.id
         return None
+
+    @functools.cached_property
+    def similar_references(self):
+        """The texts the similar-text fallback compares a log with (advisor.similar), built once."""
+        from advisor.similar import references
+
+        return references(self)
 
     @functools.cached_property
     def probe_table(self):
@@ -511,6 +519,9 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
             for group, fact in sig.captures.items():
                 if fact not in fact_names:
                     errors.append(KBError(f, f"signatures[{i}].captures.{group}", f"unknown fact {fact!r}"))
+        for name in cause.requires:
+            if name not in fact_names:
+                errors.append(KBError(f, f"requires.{name}", f"unknown fact {name!r}; known facts: see advisor.facts.FACTS"))
         for i, rule in enumerate(cause.rules):
             for name, cond in rule.when.items():
                 if name not in fact_names:

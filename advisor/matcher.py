@@ -60,6 +60,7 @@ class SignatureCollector:
         self.captured: dict[str, tuple[str, int, str]] = {}
         self._stamped: tuple[int, tuple[int, int, int] | None] = (-1, None)  # (line, its timestamp)
         self.messages: dict[str, MessageHit] = {}  # catalogue message id -> where it was first seen
+        self.established: dict[str, tuple[object, int, str]] = {}  # fact -> (value, line, text) from messages' `sets`
 
     def on_hit(self, hit: LineHit) -> None:
         if hit.probe.kind not in ("signature", "benign", "message"):
@@ -117,6 +118,8 @@ class SignatureCollector:
                 value = hit.group(group)
                 if value is not None:
                     self.captured[fact] = (value, hit.line_no, hit_line(hit))
+        for fact, value in message.sets.items():
+            self.established.setdefault(fact, (value, hit.line_no, hit_line(hit)))
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
         """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""
@@ -202,7 +205,17 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
             symptoms.append({"phrase": phrase, "similarity": round(ratio, 1), "weight": round(add, 2)})
         has_evidence = bool(lines or symptoms or any(e.weight > 0 for e in fact_evidence))
         lines.sort(key=lambda e: e.line)
-        scored.append((raw, cause, {"lines": lines, "facts": fact_evidence, "symptoms": symptoms, "any": has_evidence}))
+        unknown = requirements(cause, facts)
+        if unknown is None:
+            continue  # a requirement is known to fail: this cause cannot be the answer
+        scored.append((raw, cause, {"lines": lines, "facts": fact_evidence, "symptoms": symptoms, "any": has_evidence,
+                                    "unconfirmed": unknown}))
+
+    # a cause that needs an unknown fact may be listed, but not win that way
+    settled = [raw for raw, c, ev in scored if not c.benign and ev["any"] and not ev["unconfirmed"]]
+    if settled:
+        ceiling = max(settled) - 0.05
+        scored = [(min(raw, ceiling) if ev["unconfirmed"] else raw, c, ev) for raw, c, ev in scored]
 
     real = [(raw, c, ev) for raw, c, ev in scored if not c.benign]
     benign = [(raw, c, ev) for raw, c, ev in scored if c.benign]
@@ -212,7 +225,7 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
     def make(raw: float, cause: schema.Cause, ev: dict, p: float) -> RankedCause:
         return RankedCause(
             code=cause.code, id=cause.id, title=cause.title, score=round(p, 4), raw_score=round(raw, 3),
-            summary=render_summary(cause.summary, facts), benign=cause.benign,
+            summary=render_summary(cause.summary, facts), benign=cause.benign, unconfirmed=ev["unconfirmed"],
             evidence={
                 "lines": [e.model_dump() for e in ev["lines"][:12]],
                 "facts": [f.model_dump() for f in sorted(ev["facts"], key=lambda f: -abs(f.weight))[:8]],
@@ -233,6 +246,21 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         # nothing real stands out: the harmless lines explain what the user saw
         out.sort(key=lambda c: (not c.benign, -c.score))
     return out, {c.id: raw for raw, c, _ in real}
+
+
+def requirements(cause: schema.Cause, facts: Facts) -> list[str] | None:
+    """The facts a cause still needs (its `requires` conditions whose fact is unknown), or None when
+    one of them is known to fail."""
+    from advisor.rules import condition_holds
+
+    unknown = []
+    for name, cond in cause.requires.items():
+        held = condition_holds(name, facts.get(name), cond)
+        if held is False:
+            return None
+        if held is None:
+            unknown.append(name)
+    return unknown
 
 
 def probabilities(raw: dict[str, float]) -> dict[str, float]:

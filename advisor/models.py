@@ -71,6 +71,12 @@ class RankedCause(Model):
     raw_score: float = Field(description="sum of the log-likelihood weights behind `score`")
     summary: str
     benign: bool = False
+    basis: Literal["evidence", "similar-text"] = Field(
+        default="evidence",
+        description="`evidence`: ranked on what the log shows; `similar-text`: a low-confidence candidate whose known "
+        "messages or examples read like the log's error lines, listed when nothing specific matched")
+    unconfirmed: list[str] = Field(
+        default_factory=list, description="facts this cause requires that are still unknown (answer them to confirm it)")
     evidence: dict[str, list[Any]] = Field(
         default_factory=lambda: {"lines": [], "facts": [], "symptoms": []},
         description="`lines`: matched log lines (line numbers 1-based); `facts`: facts used with weights; "

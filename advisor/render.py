@@ -177,12 +177,21 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
         out.extend("  " + line for line in picture)
         out.append("")
 
-    others = [c for c in d.causes if c is not top]
+    others = [c for c in d.causes if c is not top and c.basis == "evidence"]
     if others:
         out.append(s.bold("Other candidates"))
         for c in others[: (8 if verbose else 3)]:
             label = "harmless" if c.benign else f"{c.score:.0%}"
-            out.append(f"  - {c.title} [{c.code}] {s.dim(label)}")
+            needs = s.dim(f" (unconfirmed: answer {', '.join(c.unconfirmed)})") if c.unconfirmed else ""
+            out.append(f"  - {c.title} [{c.code}] {s.dim(label)}{needs}")
+        out.append("")
+    similar = [c for c in d.causes if c.basis == "similar-text"]
+    if similar:
+        out.append(s.bold("Low-confidence candidates") + s.dim("  (the failure lines read like these; similar wording is not evidence)"))
+        for c in similar:
+            line = c.evidence["lines"][0] if c.evidence.get("lines") else None
+            where = f" - line {line['line']} resembles {c.evidence['symptoms'][0]['phrase']}" if line and c.evidence.get("symptoms") else ""
+            out.append(f"  - {c.title} [{c.code}]{s.dim(where)}")
         out.append("")
 
     explained = [m for m in d.messages if m.role != "benign"]

@@ -199,6 +199,10 @@ class Cause(Strict):
     signatures: list[Signature] = Field(default_factory=list)
     symptoms: Symptoms = Field(default_factory=Symptoms)
     rules: list[Rule] = Field(default_factory=list)
+    requires: dict[str, Condition] = Field(default_factory=dict)
+    """conditions without which this cause cannot be the answer (a version bug needs the buggy
+    version). One that fails rules the cause out; while one is unknown the cause may be listed
+    but not win: it ranks below every cause that needs no unknown fact, and is never "diagnosed"."""
     fixes: list[Fix] = Field(min_length=1)
     references: list[Url] = Field(min_length=1)
     examples: Examples
@@ -258,6 +262,8 @@ class Message(Strict):
     points_to: list[PointsTo] = Field(default_factory=list)
     captures: dict[str, str] = Field(default_factory=dict)
     """named group -> fact name."""
+    sets: dict[str, Scalar] = Field(default_factory=dict)
+    """facts the message establishes by being printed at all, e.g. `{peer_lost: true}`."""
     event: EventKind | None = None
     sample: str | None = None
     """a printed instance of `text` when the placeholders need realistic values to match `pattern`."""

@@ -51,8 +51,9 @@ REAL_LINES = {
     "pcie-p2p-broken": "gpu-c:5512:5620 [2] transport/p2p.cc:275 NCCL WARN failed to peer with device 3(=3b000): 217 peer access is not supported between these two devices",
     "gpu-xid-ecc": "kernel: NVRM: Xid (PCI:0000:9b:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11",
     "dataloader-worker-died": "RuntimeError: DataLoader worker (pid(s) 31557) exited unexpectedly",
-    "world-size-mismatch": "torch.distributed.DistStoreError: Timed out after 16 seconds waiting for clients. 2/4 clients joined.",
-    "node-startup-skew": "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: store_based_barrier_key:1 (world_size=16, worker_count=8, timeout=0:30:00)",
+    # (a store that saw 2 of 4 clients, or a store-based barrier timeout, is not on this list: late
+    # nodes, wrong sizes and unreachable masters all print them, so alone they are no diagnosis)
+    "world-size-mismatch": "gpu-node-7:1234:1290 [3] init.cc:1602 NCCL WARN Invalid rank requested : 7/4",
 }
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:")
 

@@ -151,7 +151,7 @@ def test_small_input_path_and_block_path_find_the_same_evidence(kb, monkeypatch)
     logs = all_example_logs(kb)
     small = [_evidence_and_facts(kb, log) for log in logs]
     monkeypatch.setattr(scan_module, "SMALL_LINES", -1)  # force the block path
-    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    fresh = _fresh(kb)
     big = [_evidence_and_facts(fresh, log) for log in logs]
     for log, a, b in zip(logs, small, big):
         assert a == b, log[:200]
@@ -242,7 +242,7 @@ def test_a_long_lived_process_switches_to_the_big_alternation(kb, monkeypatch):
     import advisor.scan as scan_module
     from advisor.knowledge import KnowledgeBase
 
-    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    fresh = _fresh(kb)
     monkeypatch.setattr(scan_module, "FAST_AFTER", 20)
     read_log(fresh, WATCHDOG + "\n")
     assert fresh.probe_table._fast is None, "one pasted line must not pay for the big alternation"
@@ -256,7 +256,7 @@ def test_the_api_builds_the_alternation_at_start(kb):
     from advisor.api import Settings, create_app
     from advisor.knowledge import KnowledgeBase
 
-    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    fresh = _fresh(kb)
     create_app(fresh, Settings())
     assert fresh.probe_table._fast is not None
 
@@ -294,7 +294,7 @@ def test_line_numbers_hold_across_blocks_cuts_and_summarised_stretches(kb, monke
 
     monkeypatch.setattr(scan_module, "SMALL_LINES", -1)  # the block path, as for a big file
     for block_size in (4096, 8192, 65536, 1 << 20):
-        fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+        fresh = _fresh(kb)
         listener = Lines()
         stats = scan(iter_blocks(text, block_size=block_size, count_lines=False), fresh.probe_table, [listener])
         assert listener.seen == expected, block_size
@@ -308,6 +308,15 @@ def test_line_numbers_hold_across_blocks_cuts_and_summarised_stretches(kb, monke
     # come from the count alone
     giant = "a\n" + "x" * (scan_module.MAX_WINDOW + 100) + "\n"
     listener = Lines()
-    fresh = KnowledgeBase(**{k: v for k, v in kb.__dict__.items() if k != "probe_table"})
+    fresh = _fresh(kb)
     stats = scan(iter_blocks(giant + WATCHDOG + "\n", block_size=len(giant) + 7, count_lines=False), fresh.probe_table, [listener])
     assert listener.seen == [3] and stats.lines == 3
+
+
+def _fresh(kb):
+    """A copy of the KB without anything compiled or cached on first use (probe table, references)."""
+    from dataclasses import fields
+
+    from advisor.knowledge import KnowledgeBase
+
+    return KnowledgeBase(**{f.name: getattr(kb, f.name) for f in fields(KnowledgeBase)})

@@ -1,0 +1,149 @@
+"""Reasoning that transfers: facts derived across ranks and messages, and verdicts that are never
+confident without specific evidence. Log excerpts below were printed by torch 2.13 (gloo, torchrun
+on 127.0.0.1) in the failures named; paths shortened."""
+
+from __future__ import annotations
+
+from advisor.diagnose import confident, diagnose
+from advisor.models import DiagnoseRequest
+from advisor.render import render_text
+
+MISMATCH = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/tmp/exp/mismatch.py", line 6, in <module>
+[rank0]:     dist.all_reduce(t)
+[rank0]:   File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83, in wrapper
+[rank0]:     return func(*args, **kwargs)
+[rank0]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252, in all_reduce
+[rank0]:     work.wait()
+[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 8000ms for recv operation to complete
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/tmp/exp/mismatch.py", line 9, in <module>
+[rank1]:     dist.all_gather(out, t)
+[rank1]:   File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83, in wrapper
+[rank1]:     return func(*args, **kwargs)
+[rank1]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 4287, in all_gather
+[rank1]:     work.wait()
+[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 8000ms for send operation to complete
+"""
+
+ROOT_CAUSE = """\
+[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:5007. This is typically caused by a remote worker crashing. Check the logs of the remote worker before reporting an error. GLHF!
+W1123 21:03:33.827000 16479 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 16590 closing signal SIGTERM
+E1123 21:03:33.892000 16479 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 16591) of binary: /venv/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+simple.py FAILED
+-------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-23_21:03:33
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 16590)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 16590
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_21:03:33
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 16591)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 16591
+=======================================================
+"""
+
+STORE_KEY = """\
+[W1123 21:04:35.188785852 socket.cpp:494] [c10d] waitForInput: socket SocketImpl(fd=13, addr=[::ffff:127.0.0.1]:50164, remote=[::ffff:127.0.0.1]:29515) timed out after 8000ms
+torch.distributed.DistStoreError: wait timeout after 8000ms, keys: /default_pg/0//cpu//0/2
+"""
+
+
+def run(log: str, **answers: str):
+    return diagnose(DiagnoseRequest(log=log, answers=answers, max_causes=10))
+
+
+def test_ranks_waiting_in_different_collectives_are_a_mismatch():
+    d = run(MISMATCH)
+    assert d.facts["waiting_ops"] == {"0": "all_reduce", "1": "all_gather"}
+    assert d.facts["op_mismatch"] is True
+    assert d.causes[0].code == "collective-mismatch"
+
+
+def test_the_same_collective_on_every_rank_is_no_mismatch():
+    same = MISMATCH.replace("in all_gather", "in all_reduce")
+    d = run(same)
+    assert d.facts["waiting_ops"] == {"0": "all_reduce", "1": "all_reduce"}
+    assert "op_mismatch" not in d.facts
+
+
+def test_the_failure_summary_names_the_root_cause_rank_and_its_signal():
+    d = run(ROOT_CAUSE)
+    assert d.facts["root_cause_rank"] == 1
+    assert d.facts["root_cause_exit_code"] == -9
+    assert d.facts["exit_code"] == -9  # not the survivor's SIGTERM (-15)
+    assert d.causes[0].code == "host-oom-or-killed"
+
+
+def test_a_store_key_for_a_rank_beyond_the_world_is_outside_it():
+    d = run(STORE_KEY + "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n")
+    assert d.facts["awaited_rank"] == 2
+    assert d.facts["world_size"] == 2
+    assert d.facts["rank_outside_world"] is True
+
+
+def test_a_store_key_inside_the_world_says_nothing_about_it():
+    d = run(STORE_KEY.replace("//0/2", "//0/1") + "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n")
+    assert d.facts["awaited_rank"] == 1
+    assert "rank_outside_world" not in d.facts
+
+
+def test_a_global_rank_announced_twice_is_a_duplicate():
+    log = "".join(f"[{host}] Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n"
+                  for host in ("node-a", "node-b") for r in (0, 1))
+    d = run(log)
+    assert d.facts["duplicate_ranks"] == [0, 1]
+    once = run("".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4)))
+    assert "duplicate_ranks" not in once.facts
+
+
+def test_a_store_timeout_alone_is_no_confident_verdict():
+    # late nodes, wrong sizes, an unreachable master and a crash before init all print it
+    d = run(STORE_KEY.replace("//0/2", "//0/1"))
+    assert d.status != "diagnosed"
+
+
+def test_nothing_recognised_still_lists_low_confidence_candidates_marked_as_such():
+    d = run("ERROR: the shared memory segment could not be created, no space left for the workers\n")
+    similar = [c for c in d.causes if c.basis == "similar-text"]
+    assert d.status == "no-match"
+    assert similar and similar[0].code == "shm-exhausted"
+    assert all(c.score <= 0.12 and c.evidence["lines"][0]["line"] == 1 for c in similar)
+    assert "Low-confidence candidates" in render_text(d)
+
+
+def test_unrelated_text_gets_no_candidates():
+    d = run("Epoch 3: validation accuracy improved to 0.91, saving the best model\n")
+    assert d.causes == [] or all(c.basis == "evidence" for c in d.causes)
+
+
+def test_a_verdict_needs_a_clear_lead_over_another_code(kb):
+    d = run(MISMATCH)
+    top = d.causes[0]
+    assert confident(d.causes, top) == (d.status == "diagnosed")
+    rival = top.model_copy(update={"code": "uneven-inputs", "id": "uneven-batches", "score": top.score / 2})
+    assert not confident([top, rival], top)
+
+
+def test_a_requirement_that_fails_rules_a_cause_out_and_an_unknown_one_cannot_win(kb):
+    from advisor.matcher import requirements
+    from advisor.models import FactValue, Facts
+
+    cause = kb.causes["trl-sft-token-accuracy-gather"].model_copy(update={"requires": {"framework_version": "==0.15.0"}})
+    known = Facts(values={"framework_version": FactValue(value="0.15.0")})
+    other = Facts(values={"framework_version": FactValue(value="0.16.1")})
+    assert requirements(cause, known) == []
+    assert requirements(cause, other) is None
+    assert requirements(cause, Facts()) == ["framework_version"]
