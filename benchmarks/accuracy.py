@@ -73,7 +73,6 @@ def metadata_answer(case: dict, question_id: str) -> str:
 
 def _outcome(d, accept: set[str], label: str) -> dict:
     codes = [c.code for c in d.causes]
-    real = [c.code for c in d.causes if not c.benign]
     return {
         "top": codes[:3],
         "status": d.status,
@@ -81,7 +80,7 @@ def _outcome(d, accept: set[str], label: str) -> dict:
         "top3": any(c in accept for c in codes[:3]),
         "top1_strict": bool(codes) and codes[0] == label,
         "top3_strict": label in codes[:3],
-        "diagnosed_right": d.status == "diagnosed" and bool(real) and real[0] in accept,
+        "diagnosed_right": d.status == "diagnosed" and bool(codes) and codes[0] in accept,
         "empty": not codes,
     }
 
