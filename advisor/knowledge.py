@@ -585,6 +585,9 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
     for qid, q in kb.questions.items():
         if q.fact not in fact_names:
             errors.append(KBError(kb.sources["questions"], f"questions.{qid}.fact", f"unknown fact {q.fact!r}"))
+        for name in q.ask_when:
+            if name not in fact_names:
+                errors.append(KBError(kb.sources["questions"], f"questions.{qid}.ask_when.{name}", f"unknown fact {name!r}"))
     errors.extend(_check_messages(kb, regex_ok, fact_names))
     if kb.codes:
         covered = {c.code for c in kb.causes.values()}

@@ -82,7 +82,14 @@ def information_gain(kb, question: schema.Question, raw: dict[str, float], facts
 
 
 def _asked_already(question: schema.Question, facts: Facts, answered: set[str]) -> bool:
-    return question.id in answered or facts.known(question.fact)
+    return question.id in answered or facts.known(question.fact) or not _makes_sense(question, facts)
+
+
+def _makes_sense(question: schema.Question, facts: Facts) -> bool:
+    """A question that presumes something (`ask_when`) is asked only once the log shows it."""
+    from advisor.rules import condition_holds
+
+    return all(condition_holds(name, facts.get(name), cond) is True for name, cond in question.ask_when.items())
 
 
 def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts: Facts, answered: set[str], limit: int) -> list[QuestionOut]:

@@ -412,6 +412,8 @@ class Question(Strict):
     max: float | None = None
     """numbers: the largest plausible answer; a bigger one is refused as a typo (and would overflow
     the calculators that scale timeouts with it)."""
+    ask_when: dict[str, Condition] = Field(default_factory=dict)
+    """facts that must hold for the question to make sense (it presumes them), e.g. a lost peer."""
 
     @model_validator(mode="after")
     def _shape(self) -> "Question":

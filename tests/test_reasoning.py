@@ -147,3 +147,14 @@ def test_a_requirement_that_fails_rules_a_cause_out_and_an_unknown_one_cannot_wi
     assert requirements(cause, known) == []
     assert requirements(cause, other) is None
     assert requirements(cause, Facts()) == ["framework_version"]
+
+
+def test_a_question_that_presumes_a_lost_peer_waits_for_one(kb):
+    from advisor.models import FactValue, Facts
+    from advisor.questions import _makes_sense
+
+    question = kb.questions["peer_fate"]
+    assert question.ask_when == {"peer_lost": True}
+    assert not _makes_sense(question, Facts())
+    assert _makes_sense(question, Facts(values={"peer_lost": FactValue(value=True)}))
+    assert all(q.id != "peer_fate" for q in run(MISMATCH).questions)
