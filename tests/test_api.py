@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from advisor.api import Settings, create_app
-from helpers import load_case
+from helpers import scenario
 
 LINE = ("[rank1]:[E101 01:00:00.100 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=522, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.")
@@ -34,7 +34,7 @@ def test_diagnose_returns_the_cli_contract_plus_markdown(client):
 
 
 def test_multi_turn_by_resending_the_log_with_answers(client):
-    case = load_case("seed-openr1-save-allgather")
+    case = scenario("openr1-save-allgather")
     first = client.post("/v1/diagnose", json={"log": case["log"]}).json()
     asked = [q["id"] for q in first["questions"]]
     assert asked

@@ -1,4 +1,5 @@
-"""Guided questions: the simulated dialogue over the shared cases, and --interactive in a pty."""
+"""Guided questions: the simulated dialogue over the founding scenarios (and the shared cases when
+they are beside the checkout), and --interactive in a pty."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ import time
 import pytest
 import yaml
 
-from helpers import REPO, case_paths
+from helpers import REPO, case_paths, scenario_paths
 
 spec = importlib.util.spec_from_file_location("dialogue_benchmark", REPO / "benchmarks" / "dialogue.py")
 dialogue = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(dialogue)
+
+
+@pytest.mark.parametrize("path", scenario_paths(), ids=lambda p: p.stem)
+def test_dialogue_settles_each_founding_scenario(kb, path):
+    row = dialogue.simulate(yaml.safe_load(path.read_text(encoding="utf-8")), kb)
+    assert row["correct"], row
+    assert len(row["asked"]) == len(set(row["asked"])), row  # no question asked twice
 
 
 def test_dialogue_meets_the_target(kb):

@@ -9,13 +9,16 @@ from __future__ import annotations
 import pytest
 
 from advisor.tui.app import AdvisorApp
-from helpers import load_case
+from helpers import scenario
 
 SIZE = (80, 24)
 
 
+OPENR1_LOG = scenario("openr1-save-allgather")["log"]  # read here, never inside the app's event loop
+
+
 def openr1_log() -> str:
-    return load_case("seed-openr1-save-allgather")["log"]
+    return OPENR1_LOG
 
 
 async def paste_and_diagnose(app: AdvisorApp, pilot, log: str) -> None:
@@ -53,7 +56,7 @@ async def test_walk_from_paste_to_copied_snippet(kb, tmp_path):
         await paste_and_diagnose(app, pilot, openr1_log())
         assert app.diagnosis.causes[0].code == "checkpoint-save-straggler"
         assert "checkpoint-save-straggler" in str(app.query_one("#causes").render())  # side panel is live
-        asked = await answer_all(app, pilot, {"storage": "network-fs", "saves_optimizer": "yes", "framework_version": "0.16.0"})
+        asked = await answer_all(app, pilot, {"framework": "open-r1", "storage": "network-fs", "saves_optimizer": "yes", "framework_version": "0.16.0"})
         assert "storage" in asked
         assert app.answers["storage"] == "network-fs"
         assert app.query("#final")  # the final answer is on screen
@@ -173,7 +176,7 @@ def after_final_answer(*keys: str):
     async def run_before(pilot):
         await no_blink(pilot)
         await paste_and_diagnose(pilot.app, pilot, openr1_log())
-        await answer_all(pilot.app, pilot, {"storage": "network-fs"})
+        await answer_all(pilot.app, pilot, {"framework": "open-r1", "storage": "network-fs"})
         for key in keys:
             await pilot.press(key)
         await pilot.pause()
