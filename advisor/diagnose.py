@@ -131,12 +131,13 @@ def _coerce(value: str):
 
 LEANING = 0.15  # below this probability a cause is not named
 LEADS_BY = 1.5  # ... nor when the runner-up is nearly as likely
+LIKELY = 0.35  # an uncertain lead below this is headed "Possibly", not "Likely"
 
 
 def _status(causes, top_real) -> str:
-    if top_real is not None and top_real.score >= DIAGNOSED:
-        return "diagnosed"
-    if causes and causes[0].benign and not any(c.score >= 0.15 for c in causes if not c.benign):
+    """Harmless lines alone are no diagnosis: they say the failure is elsewhere, so "no-match".
+    Nor is a description alone: without a line of the log behind it, a cause is at most "uncertain"."""
+    if top_real is not None and top_real.score >= DIAGNOSED and _seen_in_the_log(top_real):
         return "diagnosed"
     if top_real is not None and top_real.score >= LEANING:
         runner_up = next((c.score for c in causes if not c.benign and c is not top_real), 0.0)
@@ -145,13 +146,18 @@ def _status(causes, top_real) -> str:
     return "no-match"  # nothing, or a near tie: naming one cause (and its fix) would be a guess
 
 
+def _seen_in_the_log(cause) -> bool:
+    """Some of the cause's evidence comes from a line of the log (line 0 is the description)."""
+    return any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+
+
 def _headline(status: str, causes, top_real, fix) -> str:
     if status == "no-match":
+        if causes and causes[0].benign:
+            return fix.summary  # says the text holds only harmless lines
         lead = "Cause not yet known" if fix.summary.endswith("does not show why.") else "No confident match"
         return f"{lead}: {fix.summary}"
-    if status == "diagnosed" and causes and causes[0].benign:
-        return fix.summary
-    lead = "Likely" if status == "uncertain" else "Diagnosis"
+    lead = "Diagnosis" if status == "diagnosed" else "Likely" if top_real.score >= LIKELY else "Possibly"
     return f"{lead}: {top_real.summary} [{top_real.code}]"
 
 

@@ -48,7 +48,7 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
 
 
 def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
-    top = causes[0] if causes and status != "no-match" else None
+    top = causes[0] if causes and (status != "no-match" or causes[0].benign) else None
     if top is None or top.benign:
         # nothing real stands out: say what the harmless lines are, and how to see more next time
         return _see_more(kb, facts, top)
@@ -245,7 +245,8 @@ def _duration(seconds: float) -> str:
 def _see_more(kb, facts: Facts, benign: RankedCause | None) -> Fix:
     notes, snippet = _next_run(facts)
     if benign is not None:
-        summary = f"Only harmless messages were recognised: {benign.title.lower()}. The real failure is not in this text."
+        title = benign.title.split(":", 1)[1].strip() if benign.title.lower().startswith("harmless:") else benign.title
+        summary = f"No failure in this text: only harmless messages were recognised ({title}). The real failure is elsewhere in the log."
         explanation = kb.causes[benign.id].explanation.strip()
         refs = list(kb.causes[benign.id].references)
     else:

@@ -40,6 +40,16 @@ class Style:
         return self._wrap("36", t)
 
 
+def standing(d: Diagnosis) -> str:
+    """Where the diagnosis stands between two questions, in words no stronger than its status."""
+    top = next((c for c in d.causes if not c.benign), None)
+    if top is None or d.status == "no-match":
+        return "no cause stands out yet"
+    if d.status == "uncertain":
+        return f"ahead so far, not yet sure: {top.title} ({top.score:.0%})"
+    return f"leading: {top.title} ({top.score:.0%})"
+
+
 def paragraphs(text: str) -> list[str]:
     """KB prose is hard-wrapped YAML: re-flow each paragraph, keep list items on their own line."""
     out: list[str] = []

@@ -94,3 +94,49 @@ def hang_guard(seconds: float):
         signal.signal(signal.SIGALRM, previous)
         if outer:  # give the per-test time guard back what is left of it
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
+
+
+def read_until(fd: int, needle: bytes, timeout: float = 30.0) -> bytes:
+    """Read a pseudo-terminal until `needle` shows (or fail, with what came, after `timeout`)."""
+    import os
+    import select
+    import time
+
+    buf = b""
+    end = time.time() + timeout
+    while needle not in buf:
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError(f"timed out waiting for {needle!r}; got:\n{buf.decode(errors='replace')[-2000:]}")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def read_to_end(fd: int, timeout: float = 30.0) -> bytes:
+    """Everything a pseudo-terminal's child still prints, until it closes the terminal."""
+    import os
+    import select
+    import time
+
+    buf = b""
+    end = time.time() + timeout
+    while time.time() < end:
+        ready, _, _ = select.select([fd], [], [], max(end - time.time(), 0))
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child exited and closed the terminal
+            return buf
+        if not chunk:
+            return buf
+        buf += chunk
+    raise AssertionError(f"the program did not finish in {timeout} s; got:\n{buf.decode(errors='replace')[-2000:]}")

@@ -6,15 +6,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import pty
-import select
 import statistics
 import sys
-import time
 
 import pytest
 import yaml
 
-from helpers import REPO, case_paths, scenario_paths
+from helpers import REPO, case_paths, read_until, scenario_paths
 
 spec = importlib.util.spec_from_file_location("dialogue_benchmark", REPO / "benchmarks" / "dialogue.py")
 dialogue = importlib.util.module_from_spec(spec)
@@ -41,25 +39,6 @@ def test_dialogue_meets_the_target(kb):
 
 LOG = ("[rank1]:[E101 01:00:00.100 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
        "WorkNCCL(SeqNum=522, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.")
-
-
-def read_until(fd: int, needle: bytes, timeout: float = 30.0) -> bytes:
-    buf = b""
-    end = time.time() + timeout
-    while needle not in buf:
-        left = end - time.time()
-        if left <= 0:
-            raise AssertionError(f"timed out waiting for {needle!r}; got:\n{buf.decode(errors='replace')[-2000:]}")
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            buf += chunk
-    return buf
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")

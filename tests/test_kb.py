@@ -173,3 +173,13 @@ def test_edited_kb_file_is_not_served_stale(tmp_path):
 
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10_000_000))
     assert load_kb([team]).causes["team-nfs-quota"].title == "Renamed title for the quota"
+
+
+def test_summaries_read_well_without_any_fact():
+    """A description alone gives no op type or timeout: no summary may then show "?" or a gap."""
+    from advisor.matcher import render_summary
+    from advisor.models import Facts
+
+    for cause in KB.causes.values():
+        text = render_summary(cause.summary, Facts())
+        assert "?" not in text and "{" not in text and "  " not in text and " ." not in text, (cause.id, text)
