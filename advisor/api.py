@@ -327,7 +327,10 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
              summary="List the questions")
     def list_questions() -> list[dict[str, Any]]:
         """The guided questions and their ids (the keys of `answers`)."""
-        return [q.model_dump(mode="json") for q in kb.questions.values()]
+        from advisor.models import Facts
+        from advisor.questions import question_text
+
+        return [{**q.model_dump(mode="json"), "text": question_text(kb, q, Facts())} for q in kb.questions.values()]
 
     @app.get("/healthz", tags=["service"], summary="Health check")
     def healthz() -> dict[str, Any]:

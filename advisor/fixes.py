@@ -122,7 +122,17 @@ def resolve_fix(kb, fix: schema.Fix, facts: Facts) -> tuple[FixStep, list[tuple[
         snippets.append((render("shell", env_items, framework or "any", f"{fix.title} (set before launching every rank)", {}), env_items))
     if knob_items:
         snippets.extend(_knob_snippets(kb, fix, knob_items, facts, framework))
+    if fix.kind == "upgrade":
+        snippets.extend((snippet, []) for snippet in _install_snippets(fix, framework))
     return step, snippets
+
+
+def _install_snippets(fix: schema.Fix, framework: str | None) -> list[Snippet]:
+    """An upgrade's `pip install ...` command (a code span of its steps) as a snippet to copy."""
+    spans = fix.steps.split("`")[1::2]  # the text between backticks
+    commands = [span.strip() for span in spans if span.strip().startswith(("pip install ", "python -m pip install "))]
+    return [Snippet(framework=framework or "any", format="shell", language="bash", title=fix.title, content=command + "\n")
+            for command in commands]
 
 
 def framework_chain(kb, framework: str | None) -> list[str]:

@@ -31,6 +31,9 @@ def test_diagnose_returns_the_cli_contract_plus_markdown(client):
     md = data["markdown"]
     assert md.startswith("**") and "checkpoint" in md.splitlines()[0].lower()  # the one-line diagnosis first
     assert "<details><summary>Evidence</summary>" in md and "```" in md and "### References" in md
+    sharpen = md[md.index("### To sharpen this"):]
+    first = data["questions"][0]["id"]
+    assert f"`{first}=" in sharpen and "Reply with your answers" in sharpen  # says how to answer
 
 
 def test_multi_turn_by_resending_the_log_with_answers(client):

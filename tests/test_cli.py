@@ -225,3 +225,32 @@ def test_max_causes_out_of_range_is_a_usage_error_as_in_the_api(value):
     r = run_cli("suggest", "--error", LINE, "--max-causes", value)
     assert r.code == 2 and "--max-causes" in r.err and "1 to 50" in r.err
     assert run_cli("suggest", "--error", LINE, "--max-causes", "1", "--json").code in (0, 1)
+
+
+def test_questions_name_the_framework_and_carry_no_jargon():
+    data = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--framework", "trl", "--json").json
+    version = next(q for q in data["questions"] if q["id"] == "framework_version")
+    assert "TRL" in version["text"] and "that framework" not in version["text"]
+    assert all("bits" not in q["reason"] for q in data["questions"])
+    for q in data["questions"]:
+        if q["kind"] == "yes_no":
+            assert [c["value"] for c in q["choices"]] == ["yes", "no"]
+    assert any(q["kind"] == "yes_no" for q in data["questions"])
+    generic = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--json").json["questions"]
+    assert all("{" not in q["text"] for q in generic)
+
+
+def test_evidence_shows_the_message_not_only_the_time_stamp():
+    out = run_cli("suggest", "--error", SAVE_LOG).out
+    evidence = out[out.index("Evidence"):]
+    assert "Watchdog caught collective operation timeout" in evidence
+    assert "[E217 14:55:02.441" not in evidence  # the time stamp gives way to the message
+
+
+def test_an_upgrade_comes_with_a_pip_command_to_copy():
+    from helpers import scenario
+
+    data = run_cli("suggest", "--error", scenario("trl-packing-false")["log"], "--answer", "framework=trl",
+                   "--answer", "framework_version=0.15.0", "--json").json
+    shell = [s["content"] for s in data["fix"]["snippets"] if s["format"] == "shell"]
+    assert 'pip install -U "trl>=0.15.1"\n' in shell
