@@ -11,6 +11,7 @@ from typing import BinaryIO, Callable
 
 from advisor.answers import apply_answers
 from advisor.facts import FactCollector
+from advisor.inputs import shown
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
 from advisor.matcher import DIAGNOSED, SignatureCollector, fuzzy_scores, rank_causes
@@ -76,7 +77,8 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         fact_sources={name: fv for name, fv in sorted(facts.values.items())},
         questions=questions,
         fix=fix,
-        notices=[Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
+        notices=_input_notices(kb, facts, request)
+        + [Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
         ranks=rank_picture(facts),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
     )
@@ -93,6 +95,32 @@ def diagnose(
     kb = kb or load_kb()
     source = stream if stream is not None else (request.log or b"")
     return conclude(kb, read_log(kb, source, request.description, on_progress), request)
+
+
+def _input_notices(kb: KnowledgeBase, facts: Facts, request: DiagnoseRequest) -> list[Notice]:
+    """Answers that were taken but not understood: a version that is no version, a framework the
+    KB does not know. Said out loud, so that nobody trusts a fix written for something else."""
+    from advisor.versions import parse_version
+
+    notices = []
+    given = dict(request.answers)
+    if request.framework and "framework" not in given:
+        given["framework"] = request.framework
+    for qid, raw in given.items():
+        question = kb.questions.get(qid)
+        text = str(raw).strip()
+        fact = facts.values.get(question.fact) if question else None
+        if fact is None or fact.origin != "answer":
+            continue
+        if question.kind == "version" and parse_version(str(fact.value)) is None:
+            title = f"{qid}={shown(text)} is not a version number: no version rule was applied to it"
+        elif qid == "framework" and fact.value == "other" and text.lower() != "other":
+            known = ", ".join(sorted(kb.frameworks))
+            title = f"framework {shown(text)!r} is not one the advisor knows ({known}): the fix is written for plain PyTorch"
+        else:
+            continue
+        notices.append(Notice(line=0, text=f"{qid}={shown(text)}", cause_id="", title=title, kind="input"))
+    return notices
 
 
 def _read_description(kb: KnowledgeBase, text: str, signatures: SignatureCollector, facts: Facts) -> None:

@@ -154,6 +154,9 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
     top = next((c for c in d.causes if not c.benign), None)
     if top and d.status != "no-match":
         out.append(s.dim(f"  cause {top.id} ({top.code}), confidence {top.score:.0%}"))
+    for n in d.notices:
+        if n.kind == "input":
+            out.append(s.yellow(f"  note: {n.title}"))
     out.append("")
 
     fix = d.fix
@@ -215,9 +218,10 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
             out.append(f"  - {c.title} [{c.code}] {s.dim(label)}")
         out.append("")
 
-    if d.notices:
+    harmless = [n for n in d.notices if n.kind == "harmless"]
+    if harmless:
         out.append(s.bold("Harmless lines"))
-        for n in d.notices[: (10 if verbose else 2)]:
+        for n in harmless[: (10 if verbose else 2)]:
             out.append(f"  {s.dim('line ' + str(n.line) + ':')} {n.title}")
         out.append("")
 
@@ -253,6 +257,10 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
     if top and d.status != "no-match":
         out.append(f"Cause `{top.id}` (`{top.code}`), confidence {top.score:.0%}.")
         out.append("")
+    for n in d.notices:
+        if n.kind == "input":
+            out.append(f"> Note: {_md_escape(n.title)}")
+            out.append("")
     fix = d.fix
     if fix.actions:
         out.append("### Fix")
