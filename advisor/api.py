@@ -43,6 +43,8 @@ logger = logging.getLogger("advisor.api")
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_INFLIGHT = 8
+DRAIN_LIMIT = 64 * 1024 * 1024
+"""bytes of an oversized body read and dropped before its 413 (beyond this, the connection is closed)"""
 
 EXAMPLE_LOG = (
     "[INFO|trainer.py:3910] 2025-05-06 08:11:52,112 >> Saving model checkpoint to out/checkpoint-500\n"
@@ -73,6 +75,24 @@ class Settings:
         )  # ADVISOR_KB_PATH is read by load_kb itself
 
 
+def _answer_text(value: str | bool | int | float) -> str:
+    """An answer as the core reads it: JSON true/false as yes/no, a number as its digits."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+BLANK = " \t\n\r\x0b\x0c"
+"""what counts as blank in a log or description, for the server and its schema alike"""
+
+
 def _json_integer(value: Any) -> Any:
     """A JSON integer (26 or 26.0), not what lax int parsing would also take: true, "26"."""
     if isinstance(value, (bool, str)):
@@ -82,12 +102,18 @@ def _json_integer(value: Any) -> Any:
 
 class DiagnoseBody(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": "1.5", "storage": "network-fs"}, "framework": "open-r1"}],
+        "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": 1.5, "storage": "network-fs"}, "framework": "open-r1"}],
+        # a log or a description, not both blank (the schema says what the server checks)
+        "anyOf": [{"required": ["log"], "properties": {"log": {"pattern": "[^ \\t\\n\\r\\u000b\\u000c]"}}},
+                  {"required": ["description"], "properties": {"description": {"type": "string", "pattern": "[^ \\t\\n\\r\\u000b\\u000c]"}}}],
     })
 
-    log: str = Field(default="", description="the error text or log (any size up to the request cap)")
+    log: str = Field(default="", description="the error text or log (any size up to the request cap); may be left out "
+                                             "when `description` says what happened")
     description: str | None = Field(default=None, max_length=8000, description="what the user saw, in their own words")
-    answers: dict[str, str] = Field(default_factory=dict, description="answers to guided questions, by question id; 'unknown' is allowed")
+    answers: dict[str, str | bool | int | float] = Field(
+        default_factory=dict, description="answers to guided questions, by question id: text, a number, or true/false "
+                                          "for yes/no questions; 'unknown' is allowed")
     framework: str | None = Field(default=None, max_length=100, description="the user's framework, if known")
     # the types the schema states, without coercion: "mask_hosts": "yes" or "max_causes": true is a 422
     mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
@@ -96,6 +122,43 @@ class DiagnoseBody(BaseModel):
 
 class DiagnoseResponse(Diagnosis):
     markdown: str = Field(description="a reply ready to post as a GitHub or Slack comment")
+
+
+def _cause_detail_model() -> type[BaseModel]:
+    """A KB cause as GET /v1/causes/{id} serves it: every field but the example logs, typed."""
+    from pydantic import create_model
+
+    from advisor import schema
+
+    fields = {name: (info.annotation, info) for name, info in schema.Cause.model_fields.items() if name != "examples"}
+    return create_model("CauseDetail", __config__=ConfigDict(extra="ignore"), **fields)
+
+
+CauseDetail = _cause_detail_model()
+
+
+class CauseSummary(BaseModel):
+    id: str
+    code: str
+    title: str
+    benign: bool
+    summary: str
+
+
+REQUEST_SCHEMAS = {"DiagnoseBody"}
+"""the only schemas that refuse unknown fields; every response may gain fields (README: the JSON
+contract only ever adds), so the schema must not promise `additionalProperties: false` for them"""
+
+
+def _open_for_new_fields(node: Any) -> None:
+    if isinstance(node, dict):
+        if node.get("additionalProperties") is False:
+            del node["additionalProperties"]
+        for value in node.values():
+            _open_for_new_fields(value)
+    elif isinstance(node, list):
+        for value in node:
+            _open_for_new_fields(value)
 
 
 class ErrorBody(BaseModel):
@@ -116,20 +179,24 @@ class _SizeLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            if int(declared) <= DRAIN_LIMIT:
+                await _drain(receive)
             await self._reject(send)
             return
         seen = 0
         exceeded = False
+        more = True  # the client has more of the body to send
         rejected = False
 
         async def counting_receive() -> Message:
             # over the cap: end the body here; the app's reply is then replaced by a 413
-            nonlocal seen, exceeded
+            nonlocal seen, exceeded, more
             if exceeded:
                 return {"type": "http.request", "body": b"", "more_body": False}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                more = message.get("more_body", False)
                 if seen > self.max_bytes:
                     exceeded = True
                     return {"type": "http.request", "body": b"", "more_body": False}
@@ -141,6 +208,8 @@ class _SizeLimit:
                 await send(message)
             elif message["type"] == "http.response.start" and not rejected:
                 rejected = True
+                if more:
+                    await _drain(receive, seen)
                 await self._reject(send)
 
         await self.app(scope, counting_receive, guarded_send)
@@ -150,6 +219,20 @@ class _SizeLimit:
             {"error": "request too large", "detail": f"the limit is {self.max_bytes} bytes; send the last part of the log, "
              "from a minute before the first error"}, status_code=413)
         await response({"type": "http"}, _no_receive, send)
+
+
+async def _drain(receive: Receive, already: int = 0) -> None:
+    """Read and drop the rest of an oversized body, up to DRAIN_LIMIT, before answering 413, as
+    nginx does: a client that sends its whole body before it reads the reply (Python's urllib,
+    requests) then gets the 413 and its JSON instead of "connection reset by peer"."""
+    dropped = already
+    while dropped <= DRAIN_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 _KEY_MESSAGE = "missing or wrong API key: send 'Authorization: Bearer <key>'"
@@ -260,14 +343,27 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        fields = [{"field": ".".join(str(p) for p in err.get("loc", ()) if p != "body"), "message": err.get("msg", "")}
-                  for err in exc.errors()]
+        content_type = request.headers.get("content-type")
+        if request.method == "POST" and content_type and not _is_json(content_type):
+            return JSONResponse({"error": "unsupported media type",
+                                 "detail": "send the body as JSON, with the header Content-Type: application/json"}, status_code=415)
+        fields = []
+        for err in exc.errors():
+            if err.get("type") == "json_invalid":  # its location is a character offset, not a field
+                offset = next((p for p in err.get("loc", ()) if isinstance(p, int)), None)
+                where = f" at character {offset}" if offset is not None else ""
+                fields.append({"field": "body", "message": f"not valid JSON: {(err.get('ctx') or {}).get('error', 'decode error')}{where}"})
+                continue
+            fields.append({"field": ".".join(str(p) for p in err.get("loc", ()) if p != "body"), "message": err.get("msg", "")})
         return JSONResponse({"error": "invalid request", "detail": fields}, status_code=422)
 
     # Starlette's class, so that its own errors (a body that is not UTF-8, an unknown path, a wrong
     # method) get this shape too, not FastAPI's default {"detail": ...}; FastAPI's is a subclass
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            return JSONResponse({"error": "invalid request body", "detail": "the body is not UTF-8 (Latin-1?): send the JSON "
+                                 "encoded as UTF-8, as JSON requires"}, status_code=400)
         if exc.status_code == 422:
             body = {"error": "invalid request", "detail": exc.detail}
         else:
@@ -282,16 +378,19 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
 
     unauthorized = {401: {"model": ErrorBody, "description": "with ADVISOR_API_KEY set: a missing or wrong key"}}
     errors = {400: {"model": ErrorBody, "description": "a body that cannot be read (not UTF-8)"},
-              **unauthorized, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+              **unauthorized, 413: {"model": ErrorBody},
+              415: {"model": ErrorBody, "description": "a body that is not JSON (send Content-Type: application/json)"},
+              422: {"model": ErrorBody}}
 
     @app.post("/v1/diagnose", response_model=DiagnoseResponse, responses=errors, dependencies=[Depends(require_key)],
               summary="Diagnose a log", tags=["diagnosis"])
     def diagnose_log(body: DiagnoseBody) -> DiagnoseResponse:
         """The log's ranked root causes, facts, next questions and fix, plus a markdown reply."""
-        if not body.log.strip() and not (body.description or "").strip():
+        if not body.log.strip(BLANK) and not (body.description or "").strip(BLANK):
             raise HTTPException(status_code=422, detail=[{"field": "log", "message": "empty: send the error text or log"}])
+        answers = {key: _answer_text(value) for key, value in body.answers.items()}
         try:
-            result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=body.answers,
+            result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=answers,
                                               framework=body.framework, mask_hosts=body.mask_hosts,
                                               max_causes=body.max_causes), kb)
         except AnswerError as exc:
@@ -301,21 +400,22 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
         return Response(content=payload, media_type="application/json")
 
     @app.get("/v1/causes", dependencies=[Depends(require_key)], responses=unauthorized, tags=["knowledge base"],
-             summary="List the causes")
+             summary="List the causes", response_model=list[CauseSummary])
     def list_causes() -> list[dict[str, Any]]:
         """Every cause the knowledge base knows: id, code, title, whether it is harmless."""
         return [{"id": c.id, "code": c.code, "title": c.title, "benign": c.benign, "summary": c.summary}
                 for c in sorted(kb.causes.values(), key=lambda c: (c.code, c.id))]
 
     @app.get("/v1/causes/{cause_id}", dependencies=[Depends(require_key)],
-             responses={**unauthorized, 404: {"model": ErrorBody}},
+             responses={**unauthorized, 404: {"model": ErrorBody}}, response_model=CauseDetail,
              tags=["knowledge base"], summary="One cause")
-    def get_cause(cause_id: str) -> dict[str, Any]:
+    def get_cause(cause_id: str) -> Response:
         """The KB entry: explanation, signatures, rules, fixes with caveats and references."""
         cause = kb.causes.get(cause_id)
         if cause is None:
             raise HTTPException(status_code=404, detail=f"no cause {cause_id!r}; see GET /v1/causes")
-        return cause.model_dump(mode="json", exclude={"examples"})
+        # the KB already validated it (a resolved shared signature has both `use` and `regex`): serve it as is
+        return Response(content=cause.model_dump_json(exclude={"examples"}), media_type="application/json")
 
     @app.get("/v1/frameworks", dependencies=[Depends(require_key)], responses=unauthorized, tags=["knowledge base"],
              summary="List the frameworks")
@@ -327,13 +427,28 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
              summary="List the questions")
     def list_questions() -> list[dict[str, Any]]:
         """The guided questions and their ids (the keys of `answers`)."""
-        return [q.model_dump(mode="json") for q in kb.questions.values()]
+        from advisor.models import Facts
+        from advisor.questions import question_text
+
+        return [{**q.model_dump(mode="json"), "text": question_text(kb, q, Facts())} for q in kb.questions.values()]
 
     @app.get("/healthz", tags=["service"], summary="Health check")
     def healthz() -> dict[str, Any]:
         """Liveness and the KB in use (open without the API key, for load balancers)."""
         return {"status": "ok", "version": __version__, "kb": kb.digest, "causes": len(kb.causes)}
 
+    build_schema = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            generated = build_schema()
+            for name, component in generated.get("components", {}).get("schemas", {}).items():
+                if name not in REQUEST_SCHEMAS:
+                    _open_for_new_fields(component)
+            app.openapi_schema = generated
+        return app.openapi_schema
+
+    app.openapi = openapi
     return app
 
 

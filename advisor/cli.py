@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import io
 import json
 import os
 import sys
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     suggest.add_argument("--verbose", "-v", action="store_true", help="show all evidence, facts and snippets")
     suggest.add_argument("--mask-hosts", action="store_true", help="also mask host names and IP addresses in the output")
     suggest.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="colour output (default: only on a terminal)")
-    suggest.add_argument("--max-causes", type=int, default=5, metavar="N", help="causes to list (default 5)")
+    suggest.add_argument("--max-causes", type=_max_causes, default=5, metavar="N", help="causes to list, 1-50 (default 5)")
     suggest.add_argument("--kb", action="append", default=[], metavar="DIR", help="add a team KB directory on top of the built-in one (also $ADVISOR_KB_PATH)")
 
     kb = sub.add_parser("kb", help="check or list the knowledge base")
@@ -99,6 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--log", metavar="FILE")
     tui.add_argument("--kb", action="append", default=[], metavar="DIR")
     return parser
+
+
+def _max_causes(text: str) -> int:
+    """1-50, as the HTTP API accepts (0 causes would be a diagnosis with nothing in it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 50, got {text!r}") from None
+    if not 1 <= value <= 50:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 50, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -129,6 +141,9 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdou
     except KeyboardInterrupt:
         err.write("interrupted\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `advisor kb list | head`: the reader has what it wanted
+        _quiet(out)
+        return EXIT_OK
     except _kb_invalid() as exc:
         err.write(f"advisor: {exc}\n")
         return EXIT_KB
@@ -156,8 +171,15 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
             err.write(f"advisor: --answer expects ID=VALUE, got {item!r} (e.g. --answer phase=save)\n")
             return EXIT_USAGE
         answers[key.strip()] = value.strip()
+    tty = None
+    if args.interactive:
+        try:
+            tty = _answer_stream(log_on_stdin=args.error is None and args.log is None and not (args.stdin is None and args.describe))
+        except InputError as exc:
+            err.write(f"advisor: {exc}\n")
+            return EXIT_USAGE
     try:
-        source, size = _open_input(args, stdin)
+        source, size = _open_input(args, stdin, err)
     except InputError as exc:
         err.write(f"advisor: {exc}\n")
         return EXIT_INPUT
@@ -183,25 +205,43 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
     if getattr(source, "blank", False) and not args.describe:
         err.write("advisor: the input is empty (only blank lines and spaces): paste the error text, or give --log FILE (see advisor suggest --help)\n")
         return EXIT_INPUT
+    color = _use_color(args.color, out)
     try:
-        if args.interactive:
-            diagnosis = _interactive(kb, reading, request, out, err)
+        if tty is not None:
+            with tty as answers_in:
+                diagnosis = _interactive(kb, reading, request, out, answers_in, color)
         else:
             diagnosis = conclude(kb, reading, request)
     except AnswerError as exc:
         err.write(f"advisor: {exc}\n")
         return EXIT_USAGE
-    if args.json:
-        json.dump(diagnosis.model_dump(mode="json"), out, ensure_ascii=False, indent=2)
-        out.write("\n")
-    else:
-        from advisor.render import Style, render_text
+    code = EXIT_OK if diagnosis.status == "diagnosed" else EXIT_UNSURE
+    try:
+        if args.json:
+            json.dump(diagnosis.model_dump(mode="json"), out, ensure_ascii=False, indent=2)
+            out.write("\n")
+        else:
+            from advisor.render import Style, render_text
 
-        out.write(render_text(diagnosis, Style(color=_use_color(args.color, out)), verbose=args.verbose))
-    return EXIT_OK if diagnosis.status == "diagnosed" else EXIT_UNSURE
+            out.write(render_text(diagnosis, Style(color=color), verbose=args.verbose))
+        out.flush()
+    except BrokenPipeError:  # `advisor suggest ... | head`: the reader has what it wanted
+        _quiet(out)
+    return code
 
 
-def _open_input(args, stdin: BinaryIO | None) -> tuple[str | BinaryIO, int | None]:
+def _quiet(out: TextIO) -> None:
+    """The reader of our output went away: send what is still buffered nowhere, so that exit does
+    not print a traceback about it."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests) has no descriptor
+        pass
+
+
+def _open_input(args, stdin: BinaryIO | None, err: TextIO) -> tuple[str | BinaryIO, int | None]:
     if args.error is not None:
         if len(args.error) > MAX_ERROR_ARG:
             raise InputError("--error text is over 10 MB: save it to a file and use --log FILE")
@@ -217,7 +257,24 @@ def _open_input(args, stdin: BinaryIO | None) -> tuple[str | BinaryIO, int | Non
         raise InputError("no input: give --error TEXT, --log FILE, or pipe a log (e.g. `advisor suggest - < train.log`)")
     if args.stdin is None and args.describe is not None:
         return "", 0
+    if hasattr(stream, "isatty") and stream.isatty():
+        # typed or pasted in a terminal: say how to end, and stop at the first end-of-input (ctrl+D),
+        # as `cat` does; every later read of a terminal would wait for another ctrl+D
+        err.write("Paste the log (or type it), then press ctrl+D on a line of its own.\n")
+        err.flush()
+        return sniff(io.BytesIO(_read_until_eof(stream)), "standard input"), None
     return sniff(stream, "standard input"), None
+
+
+def _read_until_eof(stream: BinaryIO) -> bytes:
+    """Everything typed into a terminal up to the first end-of-input."""
+    parts = []
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        data = read(65536)
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
 
 
 def _progress(err: TextIO, size: int | None) -> Callable[[int], None] | None:
@@ -250,20 +307,17 @@ def _use_color(choice: str, out: TextIO) -> bool:
     return hasattr(out, "isatty") and out.isatty() and os.environ.get("TERM") != "dumb"
 
 
-def _interactive(kb, reading, request, out: TextIO, err: TextIO):
+def _interactive(kb, reading, request, out: TextIO, tty: TextIO, color: bool):
     """Ask the best question, re-rank, repeat, until nothing is worth asking."""
     from advisor.answers import AnswerError, parse_answer
     from advisor.diagnose import conclude
-    from advisor.render import Style
+    from advisor.render import Style, standing
 
-    style = Style(color=_use_color("auto", out))
-    tty = _tty_input()
+    style = Style(color=color)
     answers = dict(request.answers)
     while True:
         diagnosis = conclude(kb, reading, request.model_copy(update={"answers": answers}))
-        top = next((c for c in diagnosis.causes if not c.benign), None)
-        status = f"{top.title} ({top.score:.0%})" if top else "no clear cause yet"
-        out.write(style.dim(f"\nleading: {status}\n"))
+        out.write(style.dim(f"\n{standing(diagnosis)}\n"))
         if not diagnosis.questions:
             return diagnosis
         q = diagnosis.questions[0]
@@ -271,6 +325,10 @@ def _interactive(kb, reading, request, out: TextIO, err: TextIO):
         if q.choices:
             for i, c in enumerate(q.choices, 1):
                 out.write(f"  {i}. {c['label']}\n")
+        elif q.kind == "number":
+            out.write(style.dim(f"  a number{' in ' + q.unit if q.unit else ''}\n"))
+        elif q.kind == "version":
+            out.write(style.dim("  a version, e.g. 2.5.1\n"))
         out.write(style.dim("  ? = don't know, q = stop asking\n"))
         while True:
             out.write("> ")
@@ -279,6 +337,9 @@ def _interactive(kb, reading, request, out: TextIO, err: TextIO):
             if not line:
                 return diagnosis
             text = line.strip()
+            if not text:  # an empty Enter is not an answer: say what is
+                out.write(style.dim("  type an answer (a number from the list, or ? for don't know, q to stop)\n"))
+                continue
             if text.lower() in ("q", "quit", "exit"):
                 return diagnosis
             if q.choices and text.isdigit() and 1 <= int(text) <= len(q.choices):
@@ -288,18 +349,28 @@ def _interactive(kb, reading, request, out: TextIO, err: TextIO):
             except AnswerError as exc:
                 out.write(f"  {exc.reason}\n")
                 continue
-            answers[q.id] = text if text.strip() else "unknown"
+            answers[q.id] = text
             break
 
 
-def _tty_input() -> TextIO:
-    """Questions are read from the terminal even when the log came through a pipe."""
-    if sys.stdin.isatty():
-        return sys.stdin
+TTY = "/dev/tty"
+
+
+def _answer_stream(log_on_stdin: bool) -> contextlib.AbstractContextManager[TextIO]:
+    """Where --interactive reads the answers: the terminal. Standard input when it is one and the
+    log did not come through it; otherwise the terminal itself (/dev/tty), so that
+    `cat train.log | advisor suggest - --interactive` works. No terminal at all is a usage error."""
     try:
-        return open("/dev/tty", encoding="utf-8", errors="replace")  # noqa: SIM115 - lives for the session
+        if not log_on_stdin and sys.stdin is not None and sys.stdin.isatty():
+            return contextlib.nullcontext(sys.stdin)
+    except (ValueError, OSError):  # a closed or detached standard input
+        pass
+    try:
+        return open(TTY, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by the caller
     except OSError:
-        return sys.stdin
+        where = "the log came through standard input and" if log_on_stdin else "standard input is not a terminal and"
+        raise InputError(f"--interactive needs a terminal for the answers, but {where} there is none; "
+                         "give them with --answer ID=VALUE instead") from None
 
 
 # --- kb ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import BinaryIO, Callable
 
 from advisor.answers import apply_answers
 from advisor.facts import FactCollector
+from advisor.inputs import shown
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
 from advisor.matcher import DIAGNOSED, SignatureCollector, fuzzy_scores, rank_causes
@@ -75,7 +76,8 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)
     real = [c for c in causes if not c.benign]
-    if status == "no-match" and len(real) < SIMILAR_FILL:
+    harmless_only = bool(causes) and causes[0].benign
+    if status == "no-match" and len(real) < SIMILAR_FILL and not harmless_only:
         # nothing specific: offer what the failure lines read like, marked as such
         extra = similar_candidates(kb, reading.error_lines, {c.code for c in real}, SIMILAR_FILL - len(real))
         causes = real + extra + [c for c in causes if c.benign]
@@ -90,7 +92,8 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         fact_sources={name: fv for name, fv in sorted(facts.values.items())},
         questions=questions,
         fix=fix,
-        notices=[Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
+        notices=_input_notices(kb, facts, request)
+        + [Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
         ranks=rank_picture(facts),
         messages=recognised_messages(kb, reading.signatures),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
@@ -108,6 +111,32 @@ def diagnose(
     kb = kb or load_kb()
     source = stream if stream is not None else (request.log or b"")
     return conclude(kb, read_log(kb, source, request.description, on_progress), request)
+
+
+def _input_notices(kb: KnowledgeBase, facts: Facts, request: DiagnoseRequest) -> list[Notice]:
+    """Answers that were taken but not understood: a version that is no version, a framework the
+    KB does not know. Said out loud, so that nobody trusts a fix written for something else."""
+    from advisor.versions import parse_version
+
+    notices = []
+    given = dict(request.answers)
+    if request.framework and "framework" not in given:
+        given["framework"] = request.framework
+    for qid, raw in given.items():
+        question = kb.questions.get(qid)
+        text = str(raw).strip()
+        fact = facts.values.get(question.fact) if question else None
+        if fact is None or fact.origin != "answer":
+            continue
+        if question.kind == "version" and parse_version(str(fact.value)) is None:
+            title = f"{qid}={shown(text)} is not a version number: no version rule was applied to it"
+        elif qid == "framework" and fact.value == "other" and text.lower() != "other":
+            known = ", ".join(sorted(kb.frameworks))
+            title = f"framework {shown(text)!r} is not one the advisor knows ({known}): the fix is written for plain PyTorch"
+        else:
+            continue
+        notices.append(Notice(line=0, text=f"{qid}={shown(text)}", cause_id="", title=title, kind="input"))
+    return notices
 
 
 def _read_description(kb: KnowledgeBase, text: str, signatures: SignatureCollector, facts: Facts) -> None:
@@ -164,17 +193,22 @@ def is_specific(cause) -> bool:
 
 
 def confident(causes, top_real) -> bool:
-    """A verdict that may be stated as the diagnosis (exit 0): likely, specific, confirmed, clear."""
+    """A verdict that may be stated as the diagnosis (exit 0): likely, specific, confirmed, clear, and
+    seen in the log (a description alone is at most "uncertain")."""
     if top_real is None or top_real.score < DIAGNOSED or top_real.unconfirmed or top_real.basis != "evidence":
+        return False
+    if not _seen_in_the_log(top_real):
         return False
     rival = max((c.score for c in causes if not c.benign and c.code != top_real.code), default=0.0)
     return is_specific(top_real) and top_real.score >= CLEAR_LEAD * rival
 
 
+LIKELY = 0.35  # an uncertain lead below this is headed "Possibly", not "Likely"
+
+
 def _status(causes, top_real) -> str:
+    """Harmless lines alone are no diagnosis: they say the failure is elsewhere, so "no-match"."""
     if confident(causes, top_real):
-        return "diagnosed"
-    if causes and causes[0].benign and not any(c.score >= 0.15 for c in causes if not c.benign):
         return "diagnosed"
     if top_real is not None and top_real.score >= LEANING:
         runner_up = next((c.score for c in causes if not c.benign and c is not top_real), 0.0)
@@ -183,13 +217,18 @@ def _status(causes, top_real) -> str:
     return "no-match"  # nothing, or a near tie: naming one cause (and its fix) would be a guess
 
 
+def _seen_in_the_log(cause) -> bool:
+    """Some of the cause's evidence comes from a line of the log (line 0 is the description)."""
+    return any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+
+
 def _headline(status: str, causes, top_real, fix) -> str:
     if status == "no-match":
+        if causes and causes[0].benign:
+            return fix.summary  # says the text holds only harmless lines
         lead = "Cause not yet known" if fix.summary.endswith("does not show why.") else "No confident match"
         return f"{lead}: {fix.summary}"
-    if status == "diagnosed" and causes and causes[0].benign:
-        return fix.summary
-    lead = "Likely" if status == "uncertain" else "Diagnosis"
+    lead = "Diagnosis" if status == "diagnosed" else "Likely" if top_real.score >= LIKELY else "Possibly"
     return f"{lead}: {top_real.summary} [{top_real.code}]"
 
 

@@ -48,7 +48,7 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
 
 
 def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
-    top = causes[0] if causes and status != "no-match" else None
+    top = causes[0] if causes and (status != "no-match" or causes[0].benign) else None
     if top is None or top.benign:
         # nothing real stands out: say what the harmless lines are, and how to see more next time
         return _see_more(kb, facts, top)
@@ -122,7 +122,17 @@ def resolve_fix(kb, fix: schema.Fix, facts: Facts) -> tuple[FixStep, list[tuple[
         snippets.append((render("shell", env_items, framework or "any", f"{fix.title} (set before launching every rank)", {}), env_items))
     if knob_items:
         snippets.extend(_knob_snippets(kb, fix, knob_items, facts, framework))
+    if fix.kind == "upgrade":
+        snippets.extend((snippet, []) for snippet in _install_snippets(fix, framework))
     return step, snippets
+
+
+def _install_snippets(fix: schema.Fix, framework: str | None) -> list[Snippet]:
+    """An upgrade's `pip install ...` command (a code span of its steps) as a snippet to copy."""
+    spans = fix.steps.split("`")[1::2]  # the text between backticks
+    commands = [span.strip() for span in spans if span.strip().startswith(("pip install ", "python -m pip install "))]
+    return [Snippet(framework=framework or "any", format="shell", language="bash", title=fix.title, content=command + "\n")
+            for command in commands]
 
 
 def framework_chain(kb, framework: str | None) -> list[str]:
@@ -245,7 +255,8 @@ def _duration(seconds: float) -> str:
 def _see_more(kb, facts: Facts, benign: RankedCause | None) -> Fix:
     notes, snippet = _next_run(facts)
     if benign is not None:
-        summary = f"Only harmless messages were recognised: {benign.title.lower()}. The real failure is not in this text."
+        title = benign.title.split(":", 1)[1].strip() if benign.title.lower().startswith("harmless:") else benign.title
+        summary = f"No failure in this text: only harmless messages were recognised ({title}). The real failure is elsewhere in the log."
         explanation = kb.causes[benign.id].explanation.strip()
         refs = list(kb.causes[benign.id].references)
     else:

@@ -87,8 +87,13 @@ def load_yaml(path: Path) -> Any:
         data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
         problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None) or ""
+        if context.startswith("while scanning") and getattr(exc, "context_mark", None) is not None:
+            # a token left open (a quote, a block scalar): where it starts, not where the file ran out
+            mark = exc.context_mark
+            problem = f"{problem} {context} that starts here (is a quote or bracket left open?)"
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
         raise KBError(path, where, f"invalid YAML: {problem}") from None
     _refuse_aliases(path, data)
     return data
@@ -356,7 +361,9 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     roots = [root] + [Path(d) for d in extra]
     for i, kb_root in enumerate(roots):
         if i and not kb_root.is_dir():
-            errors.append(KBError(kb_root, "(directory)", "no such KB directory (from --kb or $" + ENV_KB_PATH + ")"))
+            problem = ("is a file, not a KB directory: give the directory that holds your cause files (causes/*.yaml)"
+                       if kb_root.exists() else "no such KB directory")
+            errors.append(KBError(kb_root, "(directory)", f"{problem} (from --kb or ${ENV_KB_PATH})"))
             continue
         cause_files = _kb_files(kb_root, "causes") + ([] if i == 0 else [p for p in sorted(kb_root.glob("*.yaml"))])
         for path in cause_files:

@@ -30,6 +30,9 @@ examples: see benchmarks/README.md."""
 DIAGNOSED = 0.5
 FUZZY_MIN = 82.0
 FUZZY_WEIGHT = 4.0
+FUZZY_FULL_TEXT = 60
+"""characters of description (a CJK character counts two) for a symptom match to carry its full
+weight: eight characters that happen to equal a phrase are a hint, not near-certain evidence."""
 _KEEP_LINES = 6
 
 
@@ -162,15 +165,17 @@ def prose(text: str, limit: int = 4000) -> str:
     return "\n".join(keep)
 
 
-def fuzzy_scores(kb, text: str) -> dict[str, tuple[float, str]]:
-    """Best symptom-phrase similarity per cause for the prose in `text`, 0-100."""
+def fuzzy_scores(kb, text: str) -> dict[str, tuple[float, str, float]]:
+    """Best symptom-phrase similarity per cause for the prose in `text`, 0-100, with the share of
+    the full weight that much prose can carry."""
     text = prose(text)
     if not text:
         return {}
+    share = min(1.0, (len(text) + len(_CJK.findall(text))) / FUZZY_FULL_TEXT)
     from rapidfuzz import fuzz  # imported only when there is prose to compare
 
     lowered = text.lower()
-    best: dict[str, tuple[float, str]] = {}
+    best: dict[str, tuple[float, str, float]] = {}
     for cause in kb.causes.values():
         for phrase in (*cause.symptoms.en, *cause.symptoms.zh):
             p = phrase.lower()
@@ -178,11 +183,11 @@ def fuzzy_scores(kb, text: str) -> dict[str, tuple[float, str]]:
                 continue
             ratio = fuzz.partial_ratio(p, lowered) if len(p) <= len(lowered) else fuzz.ratio(p, lowered)
             if ratio >= FUZZY_MIN and ratio > best.get(cause.id, (0, ""))[0]:
-                best[cause.id] = (ratio, phrase)
+                best[cause.id] = (ratio, phrase, share)
     return best
 
 
-def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tuple[float, str]]) -> tuple[list[RankedCause], dict[str, float]]:
+def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tuple[float, str, float]]) -> tuple[list[RankedCause], dict[str, float]]:
     """Causes with any evidence, best first, and the raw score of every real cause."""
     scored: list[tuple[float, schema.Cause, dict]] = []
     for cause in kb.causes.values():
@@ -199,8 +204,8 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         raw += rule_score
         symptoms = []
         if cause.id in fuzzy:
-            ratio, phrase = fuzzy[cause.id]
-            add = FUZZY_WEIGHT * (ratio - FUZZY_MIN) / (100 - FUZZY_MIN) + 1.0
+            ratio, phrase, share = fuzzy[cause.id]
+            add = (FUZZY_WEIGHT * (ratio - FUZZY_MIN) / (100 - FUZZY_MIN) + 1.0) * share
             raw += add
             symptoms.append({"phrase": phrase, "similarity": round(ratio, 1), "weight": round(add, 2)})
         has_evidence = bool(lines or symptoms or any(e.weight > 0 for e in fact_evidence))
@@ -273,18 +278,19 @@ def probabilities(raw: dict[str, float]) -> dict[str, float]:
 
 
 def render_summary(template: str, facts: Facts) -> str:
-    """Fill `{fact}` placeholders; a placeholder whose fact is unknown leaves the sentence general."""
+    """Fill `{fact}` placeholders; a placeholder whose fact is unknown leaves the sentence general:
+    `{fact|words}` reads `words` instead, and a parenthesis holding an unknown `{fact}` is dropped."""
 
     def value(m: "re.Match[str]") -> str:
         name = m.group(1)
         if not facts.known(name):
-            return "?"
+            return m.group(2) if m.group(2) is not None else "?"
         v = facts.get(name)
         if name == "timeout_ms":
             return _duration_ms(v)
         return str(v)
 
-    text = re.sub(r"\{([a-z_]+)\}", value, template)
+    text = re.sub(r"\{([a-z_]+)(?:\|([^{}|]*))?\}", value, template)
     return re.sub(r"\s*\([^()]*\?[^()]*\)", "", text)
 
 

@@ -128,10 +128,14 @@ class Fix(Model):
 
 
 class Notice(Model):
+    """A harmless line of the log (`kind` "harmless": its cause and line), or something about the
+    request itself the user should know (`kind` "input": an answer that was not understood; line 0)."""
+
     line: int
     text: str
     cause_id: str
     title: str
+    kind: Literal["harmless", "input"] = "harmless"
 
 
 class RankRow(Model):

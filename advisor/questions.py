@@ -107,7 +107,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
         if not clear:
             gain = information_gain(kb, question, shortlist, facts)
             if gain >= MIN_GAIN:
-                scored.append((gain, question, f"its answer is expected to narrow the causes down ({gain:.2f} bits)"))
+                scored.append((gain, question, "its answer is expected to narrow the causes down"))
     if top is not None and top.score >= 0.3:
         for qid, reason in _fix_needs(kb, top, facts).items():
             question = kb.questions.get(qid)
@@ -121,7 +121,22 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
             else:
                 scored.append((value, question, reason))
     scored.sort(key=lambda t: (-t[0], t[1].id))
-    return [_out(q, gain, why) for gain, q, why in scored[:limit]]
+    return [_out(q, gain, why, question_text(kb, q, facts)) for gain, q, why in scored[:limit]]
+
+
+YES_NO = [{"value": "yes", "label": "Yes"}, {"value": "no", "label": "No"}]
+
+
+def question_text(kb, q: schema.Question, facts: Facts) -> str:
+    """The question in words, naming what the log or the answers already told (`{framework|...}`)."""
+    from advisor.matcher import render_summary
+
+    if "{" not in q.text:
+        return q.text
+    framework = facts.get("framework")
+    if framework in kb.frameworks:  # its display name, as the user knows it
+        facts = facts.model_copy(update={"values": {**facts.values, "framework": facts.values["framework"].model_copy(update={"value": kb.frameworks[framework].name})}})
+    return render_summary(q.text, facts)
 
 
 def _fix_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
@@ -141,9 +156,9 @@ def _fix_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
     return needs
 
 
-def _out(q: schema.Question, gain: float, reason: str) -> QuestionOut:
+def _out(q: schema.Question, gain: float, reason: str, text: str) -> QuestionOut:
     return QuestionOut(
-        id=q.id, text=q.text, kind=q.kind,
-        choices=[{"value": c.value, "label": c.label} for c in q.choices] or None,
+        id=q.id, text=text, kind=q.kind,
+        choices=[{"value": c.value, "label": c.label} for c in q.choices] or (YES_NO if q.kind == "yes_no" else None),
         unit=q.unit, help=q.help, gain=round(gain, 3), reason=reason,
     )

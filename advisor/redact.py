@@ -129,7 +129,10 @@ class Redactor:
 
     mask_hosts: bool = False
     count: int = 0
+    """substitutions made (one secret quoted in five output fields counts five)"""
     kinds: set[str] = field(default_factory=set)
+    found: set[str] = field(default_factory=set)
+    """the distinct secret (and, with mask_hosts, host) values masked: what the user's input held"""
     learned: dict[str, str] = field(default_factory=dict)
 
     def redact(self, text: str) -> str:
@@ -160,6 +163,7 @@ class Redactor:
             out.append(masked)
             last = end
             self.count += 1
+            self.found.add(value)
             self.kinds.add(name)
         if not out:
             return text
@@ -186,5 +190,5 @@ class Redactor:
         if self.count == before:
             return model
         data = self.walk(data, learned_only=True)  # now every string also gets the values learned anywhere in the model
-        data["redactions"] = self.count
+        data["redactions"] = len(self.found)  # secrets in the input, not the fields that quoted them
         return type(model).model_validate(data)

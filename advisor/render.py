@@ -6,6 +6,7 @@ then the evidence (short unless verbose), as people reading at 3 a.m. want it.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -38,6 +39,33 @@ class Style:
 
     def cyan(self, t: str) -> str:
         return self._wrap("36", t)
+
+
+# what a log line starts with before its message: a torchrun rank prefix, a glog header
+# (`[E217 14:55:02.441 ProcessGroupNCCL.cpp:616]`), a Python logging time stamp
+_LOG_PREFIX = re.compile(
+    r"(?:\[(?:rank|default)\d+\]:\s*)?"
+    r"(?:\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w./-]+:\d+\]\s*)?"
+    r"(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s*)?)?"
+)
+
+
+def evidence_lines(text: str, width: int, max_lines: int) -> list[str]:
+    """A matched log line for a narrow column: its message first (the prefixes of time and place
+    dropped), wrapped rather than cut, at most `max_lines` lines."""
+    message = text[_LOG_PREFIX.match(text[:200]).end():].strip() or text.strip()
+    return textwrap.wrap(message, width=max(width, 20), max_lines=max_lines, placeholder=" ...",
+                         break_on_hyphens=False) or [""]
+
+
+def standing(d: Diagnosis) -> str:
+    """Where the diagnosis stands between two questions, in words no stronger than its status."""
+    top = next((c for c in d.causes if not c.benign), None)
+    if top is None or d.status == "no-match":
+        return "no cause stands out yet"
+    if d.status == "uncertain":
+        return f"ahead so far, not yet sure: {top.title} ({top.score:.0%})"
+    return f"leading: {top.title} ({top.score:.0%})"
 
 
 def paragraphs(text: str) -> list[str]:
@@ -126,6 +154,9 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
     top = next((c for c in d.causes if not c.benign), None)
     if top and d.status != "no-match":
         out.append(s.dim(f"  cause {top.id} ({top.code}), confidence {top.score:.0%}"))
+    for n in d.notices:
+        if n.kind == "input":
+            out.append(s.yellow(f"  note: {n.title}"))
     out.append("")
 
     fix = d.fix
@@ -164,8 +195,10 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
         if lines or facts:
             out.append(s.bold("Evidence"))
             for e in lines[: (12 if verbose else 3)]:
-                where = "description" if e["line"] == 0 else f"line {e['line']}"
-                out.append(f"  {s.dim(where + ':')} {e['text'][: width - 16]}")
+                where = "description:" if e["line"] == 0 else f"line {e['line']}:"
+                wrapped = evidence_lines(e["text"], width - 4 - len(where), 6 if verbose else 2)
+                out.append(f"  {s.dim(where)} {wrapped[0]}")
+                out.extend(" " * (3 + len(where)) + rest for rest in wrapped[1:])
             for f in facts[: (8 if verbose else 3)]:
                 sign = "+" if f["weight"] >= 0 else ""
                 out.append(f"  {s.dim('fact')} {f['fact']}={f['value']} ({sign}{f['weight']}): {f['why'][: width - 30]}")
@@ -205,9 +238,10 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
             out.append(s.dim(f"  ({len(explained) - (12 if verbose else 4)} more: --verbose or --json)"))
         out.append("")
 
-    if d.notices:
+    harmless = [n for n in d.notices if n.kind == "harmless"]
+    if harmless:
         out.append(s.bold("Harmless lines"))
-        for n in d.notices[: (10 if verbose else 2)]:
+        for n in harmless[: (10 if verbose else 2)]:
             out.append(f"  {s.dim('line ' + str(n.line) + ':')} {n.title}")
         out.append("")
 
@@ -243,6 +277,10 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
     if top and d.status != "no-match":
         out.append(f"Cause `{top.id}` (`{top.code}`), confidence {top.score:.0%}.")
         out.append("")
+    for n in d.notices:
+        if n.kind == "input":
+            out.append(f"> Note: {_md_escape(n.title)}")
+            out.append("")
     fix = d.fix
     if fix.actions:
         out.append("### Fix")
@@ -290,6 +328,11 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append("")
     if d.questions:
         out.append("### To sharpen this")
+        first = d.questions[0]
+        example = first.choices[0]["value"] if first.choices else {"number": "8", "version": "2.5.1"}.get(first.kind, "unknown")
+        out.append(f"Reply with your answers as `id=value`, one per line (e.g. `{first.id}={example}`); "
+                   "`unknown` is fine for any of them.")
+        out.append("")
         for q in d.questions:
             choices = f" ({', '.join(c['value'] for c in q.choices)})" if q.choices else ""
             out.append(f"- `{q.id}`: {_md_escape(q.text)}{choices}")

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from advisor.api import Settings, create_app
-from helpers import load_case
+from helpers import scenario
 
 LINE = ("[rank1]:[E101 01:00:00.100 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=522, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.")
@@ -31,10 +31,13 @@ def test_diagnose_returns_the_cli_contract_plus_markdown(client):
     md = data["markdown"]
     assert md.startswith("**") and "checkpoint" in md.splitlines()[0].lower()  # the one-line diagnosis first
     assert "<details><summary>Evidence</summary>" in md and "```" in md and "### References" in md
+    sharpen = md[md.index("### To sharpen this"):]
+    first = data["questions"][0]["id"]
+    assert f"`{first}=" in sharpen and "Reply with your answers" in sharpen  # says how to answer
 
 
 def test_multi_turn_by_resending_the_log_with_answers(client):
-    case = load_case("seed-openr1-save-allgather")
+    case = scenario("openr1-save-allgather")
     first = client.post("/v1/diagnose", json={"log": case["log"]}).json()
     asked = [q["id"] for q in first["questions"]]
     assert asked
@@ -154,3 +157,94 @@ def test_server_refuses_to_start_with_a_broken_kb(tmp_path, capsys, monkeypatch)
     assert serve("127.0.0.1", 0, 1, [str(tmp_path)]) == 4
     err = capsys.readouterr().err
     assert "refusing to start" in err and "bad.yaml" in err
+
+
+def test_numbers_and_booleans_are_answers_too(client):
+    r = client.post("/v1/diagnose", json={"log": LINE, "answers": {"model_size_b": 7, "packing": True, "phase": "save",
+                                                                    "saves_optimizer": False, "nodes": 2.0}})
+    assert r.status_code == 200, r.text
+    facts = r.json()["facts"]
+    assert facts["model_size_b"] == 7 and facts["packing"] is True and facts["saves_optimizer"] is False and facts["nodes"] == 2
+    assert client.post("/v1/diagnose", json={"log": LINE, "answers": {"phase": ["save"]}}).status_code == 422
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"])
+def test_a_body_that_is_not_json_gets_415_saying_what_to_send(client, content_type):
+    r = client.post("/v1/diagnose", content=b'{"log": "x"}', headers={"content-type": content_type})
+    assert r.status_code == 415 and "application/json" in r.json()["detail"]
+
+
+def test_invalid_json_is_named_as_such_not_as_a_field(client):
+    r = client.post("/v1/diagnose", content=b'{"log": "x"', headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    [detail] = r.json()["detail"]
+    assert detail["field"] == "body" and "not valid JSON" in detail["message"] and "character 11" in detail["message"]
+
+
+def test_a_latin1_body_is_said_to_be_not_utf8(client):
+    r = client.post("/v1/diagnose", content='{"log": "café NCCL"}'.encode("latin-1"), headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not UTF-8" in r.json()["detail"]
+
+
+def test_answers_that_are_not_understood_are_said_in_notices(client):
+    data = client.post("/v1/diagnose", json={"log": LINE, "answers": {"torch_version": "banana"}, "framework": "megatron"}).json()
+    said = {n["text"]: n for n in data["notices"] if n["kind"] == "input"}
+    assert set(said) == {"torch_version=banana", "framework=megatron"}
+    assert "not a version" in said["torch_version=banana"]["title"] and "not one the advisor knows" in said["framework=megatron"]["title"]
+    assert "Note:" in data["markdown"]
+    fine = client.post("/v1/diagnose", json={"log": LINE, "answers": {"torch_version": "2.5.1"}, "framework": "trl"}).json()
+    assert not [n for n in fine["notices"] if n["kind"] == "input"]
+
+
+def test_openapi_promises_what_the_server_does(client):
+    schema = client.get("/openapi.json").json()
+    components = schema["components"]["schemas"]
+    # responses may gain fields (README): only the request refuses unknown ones
+    closed = [name for name, c in components.items() if "additionalProperties': False" in str(c)]
+    assert closed == ["DiagnoseBody"]
+    # a blank log without a description is refused by the schema as by the server
+    import jsonschema_rs  # what schemathesis validates with
+
+    body = components["DiagnoseBody"]
+    for request, ok in (({"log": "   "}, False), ({}, False), ({"log": LINE}, True), ({"description": "it hangs"}, True),
+                        ({"log": "", "description": " \n"}, False)):
+        assert jsonschema_rs.validator_for(body).is_valid(request) is ok, request
+        assert (client.post("/v1/diagnose", json=request).status_code == 200) is ok, request
+    detail = schema["paths"]["/v1/causes/{cause_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert detail == {"$ref": "#/components/schemas/CauseDetail"}
+    assert {"id", "code", "fixes", "references"} <= set(components["CauseDetail"]["properties"])
+    assert "415" in schema["paths"]["/v1/diagnose"]["post"]["responses"]
+
+
+def test_oversized_body_is_read_before_the_413_so_a_sending_client_sees_it(kb):
+    """urllib sends all of a 20 MB body before it reads the reply: it must get the 413 JSON, not a reset."""
+    import json
+    import socket
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(kb, Settings(max_request_bytes=64 * 1024)), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.05)
+        body = json.dumps({"log": "x" * (20 << 20)}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/diagnose", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=30)
+        assert info.value.code == 413 and "limit" in json.loads(info.value.read())["detail"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

@@ -294,6 +294,7 @@ def _check(results: list, server: Server) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.timeout(240 * ROUNDS * max(1, REQUESTS // 1000))  # the server's start-up included
 def test_concurrent_burst_none_lost_no_5xx_memory_returns(server):
     expected = _expected_responses(server.base)
     # warm-up: every kind of request, so lazy imports, caches and worker threads exist before the baseline

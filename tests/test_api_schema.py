@@ -42,6 +42,7 @@ from advisor.answers import UNKNOWN
 from advisor.api import EXAMPLE_LOG, Settings, create_app
 
 EXAMPLES = int(os.environ.get("ADVISOR_SCHEMA_EXAMPLES", "25"))
+pytestmark = pytest.mark.timeout(max(60, 2 * EXAMPLES))  # the per-test time guard grows with the budget
 API_KEY = "schema-fuzz-key"
 
 

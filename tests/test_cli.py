@@ -174,3 +174,83 @@ def test_the_readme_first_command_diagnoses():
     result = run_cli(*argv)
     assert result.code == 0, result.out
     assert result.out.startswith("Diagnosis: ") and "[checkpoint-save-straggler]" in result.out.splitlines()[0]
+
+
+PLUGIN = ("gpu-a01:4410:4410 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: "
+          "No such file or directory No plugin found (libnccl-net.so), using internal implementation")
+
+
+def test_only_harmless_lines_is_no_diagnosis():
+    """The harmless lines say the failure is elsewhere: status no-match, exit 1, one "harmless"."""
+    r = run_cli("suggest", "--error", PLUGIN, "--json")
+    assert r.code == 1
+    data = r.json
+    assert data["status"] == "no-match" and data["causes"][0]["benign"]
+    assert data["headline"].lower().count("harmless") == 1 and "not in this text" not in data["headline"]
+    assert "elsewhere" in data["headline"]
+    text = run_cli("suggest", "--error", PLUGIN)
+    assert text.code == 1 and "confidence" not in text.out.splitlines()[1]
+
+
+def test_the_readme_description_example_reads_well_and_is_no_certainty():
+    r = run_cli("suggest", "--describe", "保存模型时NCCL超时", "--framework", "llama-factory", "--json")
+    data = r.json
+    assert data["causes"][0]["code"] == "checkpoint-save-straggler"
+    assert "?" not in data["headline"] and "?" not in data["causes"][0]["summary"]
+    assert data["status"] == "uncertain" and r.code == 1  # eight characters, no log: a lead, not a diagnosis
+    assert data["causes"][0]["score"] < 0.9
+    assert data["headline"].startswith(("Likely:", "Possibly:"))
+
+
+def test_a_long_description_outweighs_a_short_one():
+    short = run_cli("suggest", "--describe", "保存模型时NCCL超时", "--json").json["causes"][0]
+    long = run_cli("suggest", "--describe", "保存模型时NCCL超时。每次保存checkpoint的时候，其他卡都在等待，然后30分钟后watchdog报超时退出", "--json").json["causes"][0]
+    assert short["id"] == long["id"] and long["score"] > short["score"]
+
+
+def test_redaction_counts_the_secrets_in_the_input():
+    """One token, quoted by several output fields (evidence, facts, summary), is one secret."""
+    token = "hf_" + "Zq7" * 12
+    log = ("[rank2]: Traceback (most recent call last):\n[rank2]:   File \"/w/train.py\", line 3, in <module>\n"
+           f"[rank2]: OSError: 401 Unauthorized for https://hub.example.com/x with token {token}\n" + LINE)
+    r = run_cli("suggest", "--error", log, "--json", "--verbose")
+    assert token not in r.out and r.out.count("[REDACTED]") > 1
+    assert r.json["redactions"] == 1
+    text = run_cli("suggest", "--error", log, "--verbose").out
+    assert token not in text and "1 secret(s) in the input" in text
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "51", "many"])
+def test_max_causes_out_of_range_is_a_usage_error_as_in_the_api(value):
+    r = run_cli("suggest", "--error", LINE, "--max-causes", value)
+    assert r.code == 2 and "--max-causes" in r.err and "1 to 50" in r.err
+    assert run_cli("suggest", "--error", LINE, "--max-causes", "1", "--json").code in (0, 1)
+
+
+def test_questions_name_the_framework_and_carry_no_jargon():
+    data = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--framework", "trl", "--json").json
+    version = next(q for q in data["questions"] if q["id"] == "framework_version")
+    assert "TRL" in version["text"] and "that framework" not in version["text"]
+    assert all("bits" not in q["reason"] for q in data["questions"])
+    for q in data["questions"]:
+        if q["kind"] == "yes_no":
+            assert [c["value"] for c in q["choices"]] == ["yes", "no"]
+    assert any(q["kind"] == "yes_no" for q in data["questions"])
+    generic = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--json").json["questions"]
+    assert all("{" not in q["text"] for q in generic)
+
+
+def test_evidence_shows_the_message_not_only_the_time_stamp():
+    out = run_cli("suggest", "--error", SAVE_LOG).out
+    evidence = out[out.index("Evidence"):]
+    assert "Watchdog caught collective operation timeout" in evidence
+    assert "[E217 14:55:02.441" not in evidence  # the time stamp gives way to the message
+
+
+def test_an_upgrade_comes_with_a_pip_command_to_copy():
+    from helpers import scenario
+
+    data = run_cli("suggest", "--error", scenario("trl-packing-false")["log"], "--answer", "framework=trl",
+                   "--answer", "framework_version=0.15.0", "--json").json
+    shell = [s["content"] for s in data["fix"]["snippets"] if s["format"] == "shell"]
+    assert 'pip install -U "trl>=0.15.1"\n' in shell

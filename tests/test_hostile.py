@@ -44,6 +44,10 @@ SUBPROCESS = BIG + [BY_ID[i] for i in (
 )]
 
 
+# each case has its own hang guard (HANG_GUARD_S); the per-test time guard stays above it
+pytestmark = pytest.mark.timeout(HANG_GUARD_S + 60)
+
+
 def ids(cases: list[Case]) -> list[str]:
     return [c.id for c in cases]
 

@@ -164,6 +164,23 @@ def test_missing_team_dir_is_an_error(tmp_path):
         load_kb([tmp_path / "nope"])
 
 
+def test_a_file_given_as_kb_dir_is_named_a_file(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("not a KB\n")
+    result = run_cli("kb", "check", "--kb", str(log))
+    assert result.code == 4
+    assert "is a file, not a KB directory" in result.out and "no such" not in result.out
+    assert "no such KB directory" in run_cli("kb", "check", "--kb", str(tmp_path / "nope")).out
+
+
+def test_an_unclosed_quote_is_reported_where_it_opens(tmp_path):
+    team = write_team_kb(tmp_path, 'id: team-x\ncode: nccl-timeout-generic\ntitle: "never closed\nsummary: s\nbenign: false\n')
+    with pytest.raises(KBInvalid) as info:
+        load_kb([team])
+    error = info.value.errors[0]
+    assert error.field.startswith("line 3, column 8") and "quote" in error.message
+
+
 def test_edited_kb_file_is_not_served_stale(tmp_path):
     team = write_team_kb(tmp_path, GOOD_CAUSE)
     assert load_kb([team]).causes["team-nfs-quota"].title == "Our NFS quota stops checkpoint writes"
@@ -173,3 +190,13 @@ def test_edited_kb_file_is_not_served_stale(tmp_path):
 
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10_000_000))
     assert load_kb([team]).causes["team-nfs-quota"].title == "Renamed title for the quota"
+
+
+def test_summaries_read_well_without_any_fact():
+    """A description alone gives no op type or timeout: no summary may then show "?" or a gap."""
+    from advisor.matcher import render_summary
+    from advisor.models import Facts
+
+    for cause in KB.causes.values():
+        text = render_summary(cause.summary, Facts())
+        assert "?" not in text and "{" not in text and "  " not in text and " ." not in text, (cause.id, text)

@@ -169,3 +169,21 @@ def test_a_lone_watchdog_line_names_the_symptom_and_asks(kb):
     assert d.headline.startswith("Cause not yet known: A collective timed out (_ALLGATHER_BASE at SeqNum 59709 after 30 min)")
     assert d.questions, "the answers are what can narrow a lone timeout down"
     assert d.questions[0].id in {"phase", "framework"}
+
+
+def test_words_never_claim_more_than_the_numbers(kb):
+    """"Likely" is kept for a lead of at least 35 %; between questions the standing follows the status."""
+    from advisor.diagnose import _headline
+    from advisor.models import Fix
+    from advisor.render import standing
+
+    d = run(kb, TIMEOUT)
+    top = d.causes[0]
+    fix = Fix(cause_id=top.id, summary=top.summary, explanation="")
+    for score, lead in ((0.22, "Possibly:"), (0.34, "Possibly:"), (0.35, "Likely:"), (0.49, "Likely:")):
+        cause = top.model_copy(update={"score": score})
+        assert _headline("uncertain", [cause], cause, fix).startswith(lead)
+    low = d.model_copy(update={"status": "uncertain", "causes": [top.model_copy(update={"score": 0.10})]})
+    assert standing(low).startswith("ahead so far, not yet sure") and "leading" not in standing(low)
+    assert standing(d.model_copy(update={"status": "no-match"})) == "no cause stands out yet"
+    assert standing(d.model_copy(update={"status": "diagnosed"})).startswith("leading: ")

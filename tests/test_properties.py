@@ -25,6 +25,7 @@ from advisor.models import DiagnoseRequest, Diagnosis
 from advisor.reader import iter_blocks, normalize
 
 EXAMPLES = int(os.environ.get("ADVISOR_FUZZ_EXAMPLES", "120"))
+pytestmark = pytest.mark.timeout(max(60, EXAMPLES // 10))  # the per-test time guard grows with the budget
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="ADVISOR_FUZZ_EXAMPLES" not in os.environ,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 

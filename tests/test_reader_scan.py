@@ -135,11 +135,11 @@ def _evidence_and_facts(kb, text):
 
 
 def all_example_logs(kb):
-    from helpers import case_paths
+    from helpers import case_paths, scenario_paths
     import yaml
 
     logs = [ex.log for c in kb.causes.values() for kind in ("positive", "negative") for ex in getattr(c.examples, kind)]
-    logs += [yaml.safe_load(p.read_text())["log"] for p in case_paths()]
+    logs += [yaml.safe_load(p.read_text())["log"] for p in scenario_paths() + case_paths()]
     return logs
 
 

@@ -194,6 +194,7 @@ REVIEWED_STDLIB = {
     "matcher._CJK": "free text of at most 4000 characters (diagnose.PROSE_LIMIT); a character class",
     "matcher._LOG_SYNTAX": "free text of at most 4000 characters, anchored at the line start",
     "matcher._CODE_SYNTAX": "free text of at most 4000 characters; `\\b` keeps `\\w+\\(\\)` linear",
+    "render._LOG_PREFIX": "the first 200 characters of an evidence line (render.evidence_lines), anchored; no nested quantifier",
     "reader._ANSI": "every 4 MiB block; each escape body is a character class run or at most 4096 characters",
     "regex._PROTECTED": "KB patterns only (KB files are at most 1 MiB)",
     "regex._NAMED_GROUP": "KB patterns only",

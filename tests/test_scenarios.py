@@ -1,17 +1,18 @@
-"""The five founding scenarios, end to end through the CLI, with the case's answers.
+"""The five founding scenarios (tests/fixtures/scenarios), end to end through the CLI, with the
+scenario's answers.
 
 Each asserts the root cause and the substance of the fix the product was founded to give.
 """
 
 from __future__ import annotations
 
-from helpers import load_case, run_cli
+from helpers import run_cli, scenario
 
 ANSWER_FIELDS = ("framework", "framework_version", "torch_version", "nodes", "gpus_per_node", "model_size_b", "phase")
 
 
 def advise(case_id: str, *extra: str) -> dict:
-    case = load_case(case_id)
+    case = scenario(case_id)
     argv = ["suggest", "--error", case["log"], "--json"]
     for field in ANSWER_FIELDS:
         argv += ["--answer", f"{field}={'unknown' if case.get(field) is None else case[field]}"]
@@ -35,7 +36,7 @@ def snippet(data: dict, fmt: str, needle: str) -> str:
 
 
 def test_llamafactory_heartbeat_monitor():
-    data = advise("seed-llamafactory-heartbeat")
+    data = advise("llamafactory-heartbeat")
     assert data["causes"][0]["code"] == "heartbeat-monitor-kill"
     assert "does not change" in data["causes"][0]["summary"]  # raising ddp_timeout is not the fix
     assert settings(data)["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"] == 1200
@@ -48,7 +49,7 @@ def test_llamafactory_heartbeat_monitor():
 
 
 def test_openr1_allgather_during_save():
-    data = advise("seed-openr1-save-allgather")
+    data = advise("openr1-save-allgather")
     assert data["causes"][0]["code"] == "checkpoint-save-straggler"
     content = snippet(data, "openr1-yaml", "ddp_timeout")
     assert "ddp_timeout: 3600" in content  # 1.5 B model: 1800-3600 s, and above the 1800 s that expired
@@ -59,7 +60,7 @@ def test_openr1_allgather_during_save():
 
 
 def test_torchtitan_tensorboard_logging_straggler():
-    data = advise("seed-torchtitan-tb-logging")
+    data = advise("torchtitan-tb-logging")
     assert data["causes"][0]["code"] == "logging-io-straggler"
     assert data["facts"]["slowdown"] is True and data["facts"]["timeout_ms"] == 100000
     titles = " ".join(a["title"] for a in data["fix"]["actions"])
@@ -72,7 +73,7 @@ def test_torchtitan_tensorboard_logging_straggler():
 
 
 def test_lightning_invalid_rank_with_harmless_plugin_line():
-    data = advise("seed-lightning-invalid-rank")
+    data = advise("lightning-invalid-rank")
     assert data["causes"][0]["code"] == "rank-world-size-misconfig"
     assert [n["cause_id"] for n in data["notices"]] == ["nccl-plugin-noise"]
     assert "Trainer(num_nodes=2, devices=4)" in snippet(data, "lightning-python", "num_nodes")
@@ -82,7 +83,7 @@ def test_lightning_invalid_rank_with_harmless_plugin_line():
 
 
 def test_trl_packing_false_hang_is_the_0_15_0_bug():
-    data = advise("seed-trl-packing-false")
+    data = advise("trl-packing-false")
     top = data["causes"][0]
     assert top["code"] == "framework-version-bug" and top["id"] == "trl-sft-token-accuracy-gather"
     upgrade = data["fix"]["actions"][0]
@@ -93,6 +94,20 @@ def test_trl_packing_false_hang_is_the_0_15_0_bug():
 
 
 def test_trl_bug_not_blamed_on_a_fixed_release():
-    case = load_case("seed-trl-packing-false")
+    case = scenario("trl-packing-false")
     data = run_cli("suggest", "--error", case["log"], "--json", "--answer", "framework=trl", "--answer", "framework_version=0.16.0").json
     assert data["causes"][0]["id"] != "trl-sft-token-accuracy-gather"
+
+
+def test_fixture_logs_are_the_projects_own():
+    """The founding scenarios ship with the project; none of their lines is taken from the shared
+    development set (checked when it is beside the checkout)."""
+    from helpers import case_paths, scenario_paths
+
+    import yaml
+
+    ours = {line.strip() for p in scenario_paths() for line in scenario(p.stem)["log"].splitlines() if len(line.strip()) > 30}
+    assert len(scenario_paths()) == 5 and ours
+    for path in case_paths():
+        theirs = {line.strip() for line in yaml.safe_load(path.read_text(encoding="utf-8"))["log"].splitlines()}
+        assert not ours & theirs, path.name

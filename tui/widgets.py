@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import HorizontalScroll, Vertical, VerticalScroll
 from textual.widgets import Collapsible, Markdown, Static
 
 from advisor.models import Diagnosis, Snippet
@@ -32,11 +32,14 @@ class ChatMessage(Static):
 
 
 class SnippetView(Vertical):
-    """A fix snippet with syntax highlighting, in the user's framework's own format."""
+    """A fix snippet with syntax highlighting, in the user's framework's own format. Lines are never
+    wrapped (a wrapped shell or YAML line breaks when copied with the mouse): wide ones scroll."""
 
     DEFAULT_CSS = """
     SnippetView { height: auto; margin: 0 0 1 0; border: round $secondary; padding: 0 1; }
     SnippetView .title { color: $text-muted; }
+    SnippetView HorizontalScroll { height: auto; scrollbar-size-horizontal: 1; }
+    SnippetView .code { width: auto; }
     """
 
     def __init__(self, snippet: Snippet, index: int) -> None:
@@ -46,8 +49,9 @@ class SnippetView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(f"[{self.index + 1}] {self.snippet.title}  ({self.snippet.format})", classes="title", markup=False)
-        yield Static(Syntax(self.snippet.content.rstrip("\n"), self.snippet.language, theme="ansi_dark",
-                            background_color="default", word_wrap=True))
+        with HorizontalScroll():
+            yield Static(Syntax(self.snippet.content.rstrip("\n"), self.snippet.language, theme="ansi_dark",
+                                background_color="default", word_wrap=False), classes="code")
 
 
 class FinalAnswer(Vertical):
@@ -93,7 +97,7 @@ class SidePanel(VerticalScroll):
     DEFAULT_CSS = """
     SidePanel { width: 34%; min-width: 24; max-width: 44; border-left: solid $primary; padding: 0 1; }
     SidePanel .heading { text-style: bold; margin: 1 0 0 0; }
-    SidePanel #causes, SidePanel #facts { text-wrap: nowrap; text-overflow: ellipsis; }
+    SidePanel #facts { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def compose(self) -> ComposeResult:
@@ -109,11 +113,16 @@ class SidePanel(VerticalScroll):
             causes.update("(nothing yet)")
             facts.update("(paste a log to start)")
             return
-        rows = Text(no_wrap=True, overflow="ellipsis")
-        for i, c in enumerate(diagnosis.causes[:6]):
+        shown_causes = diagnosis.causes[:5]
+        codes = [c.code for c in shown_causes]
+        width = max(self.content_region.width, 20)
+        rows = Text()
+        for i, c in enumerate(shown_causes):
             score = "noise" if c.benign else f"{c.score:.0%}"
             rows.append(("\n" if i else "") + f"{score:>5} ", style="bold" if i == 0 else "")
-            rows.append(c.code)
+            rows.append(fit_words(c.code, width - 6, "-", 6), style="bold" if i == 0 else "")
+            if codes.count(c.code) > 1:  # two causes of one code: their titles tell them apart
+                rows.append("\n" + fit_words(c.title, width - 6, " ", 6), style="dim")
         causes.update(rows if diagnosis.causes else "(no match yet)")
         shown = []
         for name in SHOWN_FACTS:
@@ -122,3 +131,18 @@ class SidePanel(VerticalScroll):
                 mark = {"answer": " (you)", "inferred": " (?)"}.get(origin, "")
                 shown.append(f"{name}: {diagnosis.facts[name]}{mark}")
         facts.update(Text("\n".join(shown), no_wrap=True, overflow="ellipsis") if shown else "(none read yet)")
+
+
+def fit_words(text: str, width: int, sep: str, indent: int) -> str:
+    """`text` broken after `sep` to lines of at most `width` (a cause code at its hyphens), the lines
+    after the first indented by `indent`: nothing is cut off."""
+    lines, line = [], ""
+    for word in text.split(sep):
+        piece = word if not line else sep + word if sep != " " else " " + word
+        if line and len(line) + len(piece) > width:
+            lines.append(line + (sep if sep != " " else ""))
+            line = word
+        else:
+            line += piece
+    lines.append(line)
+    return ("\n" + " " * indent).join(lines)
