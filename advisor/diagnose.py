@@ -19,6 +19,7 @@ from advisor.questions import choose_questions
 from advisor.reader import iter_blocks
 from advisor.redact import Redactor
 from advisor.scan import ScanStats, scan
+from advisor.timers import explain_timeout
 
 # free text shorter than this is also compared with the causes' symptom phrases
 PROSE_LIMIT = 4000
@@ -79,6 +80,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         notices=[Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
         ranks=rank_picture(facts),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
+        timeout=explain_timeout(kb, facts),
     )
     return Redactor(mask_hosts=request.mask_hosts).redact_model(diagnosis)
 

@@ -91,6 +91,12 @@ _SPECS = [
     FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
+    FactSpec("trl_version", "version", "TRL version (the framework's own under TRL; asked for under Open-R1, which has no releases)"),
+    FactSpec("accelerate_version", "version", "accelerate version"),
+    FactSpec("deepspeed_version", "version", "DeepSpeed version"),
+    FactSpec("uses_deepspeed", "bool", "DeepSpeed creates the process group (ZeRO under HF Trainer, accelerate or Lightning, or the deepspeed launcher)"),
+    FactSpec("use_cpu", "bool", "HF TrainingArguments use_cpu / no_cuda: training on CPU with gloo"),
+    FactSpec("resumed", "bool", "the run resumed from a checkpoint past step 0"),
 ]
 FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 
@@ -260,6 +266,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
     FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)", recurring="first"),
     FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})", recurring="latest"),
+    FactProbe("titan-resume", r"Loading the checkpoint from \S*?step-(?P<step>\d+)", recurring="first"),
     FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters", recurring="latest"),
     # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
     # PHB, NODE, SYS = PCIe paths of increasing distance)
@@ -657,6 +664,12 @@ class FactCollector:
         if n is not None and n >= 10_000_000:
             self._set("model_size_b", round(n / 1e9, 2), hit, overwrite=True)
 
+    def _on_titan_resume(self, hit: LineHit) -> None:
+        """torchtitan's CheckpointManager.load names the step it loads (`.../step-1000`)."""
+        step = _int(hit.group("step"))
+        if step is not None and "resumed" not in self.values:
+            self._set("resumed", step > 0, hit, origin="inferred", detail=f"loads the checkpoint of step {step}")
+
     def _on_titan_model_size(self, hit: LineHit) -> None:
         self._on_model_params(hit)
 
@@ -703,11 +716,18 @@ class FactCollector:
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
 
     def _finalize_framework(self, put, frameworks: dict[str, Any]) -> None:
+        for fw, (version, vline, vtext) in self.fw_versions.items():
+            name = fw.replace("-", "_") + "_version"  # trl_version under Open-R1, accelerate_version under HF
+            if name in FACTS and name not in self.values:
+                put(name, version, vline, vtext[:400])
         if not self.framework_score:
             return
         candidates = {fw: s for fw, s in self.framework_score.items() if s >= 3}
         if not candidates:
             return
+        if "deepspeed" in candidates:
+            dline, dtext = self.framework_evidence["deepspeed"]
+            put("uses_deepspeed", True, dline, dtext[:400], origin="inferred", detail="DeepSpeed's own lines are in the log")
         # a framework that builds on another one wins over it when both are seen
         def specificity(fw: str, seen: frozenset = frozenset()) -> int:
             parents = [p for p in (getattr(frameworks.get(fw), "builds_on", []) or []) if p not in seen]
