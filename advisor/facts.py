@@ -281,6 +281,10 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False, recurring="first"),
     FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False, recurring="first"),
     FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False, recurring="first"),
+    # ProcessGroupNCCL's destructor warning (libtorch_cuda strings of the 2.2-2.10 wheels)
+    FactProbe("wording-destruct-23", r"has NOT been destroyed before it is being destructed", ignore_case=False, recurring="first"),
+    FactProbe("wording-destruct-24", r"has NOT been destroyed before we destruct ProcessGroupNCCL", ignore_case=False, recurring="first"),
+    FactProbe("wording-destroy-26", r"destroy_process_group\(\) was not called before program exit", ignore_case=False, recurring="first"),
 ]
 
 # What each wording proves about the torch release, as (lower, upper-exclusive) bounds.
@@ -292,6 +296,9 @@ _WORDING_RANGES = {
     "wording-cudaeventdestroy": ("2.5", None),
     "wording-nccl-watchdog-thread": (None, "2.3"),
     "wording-monitor-22": ("2.2", "2.3"),
+    "wording-destruct-23": ("2.3", "2.4"),
+    "wording-destruct-24": ("2.4", "2.6"),
+    "wording-destroy-26": ("2.6", None),
 }
 
 
@@ -696,6 +703,7 @@ class FactCollector:
     _on_wording_pg_guid = _on_wording_pg_rank = _on_wording_detected_at_work = _wording
     _on_wording_heartbeat_24 = _on_wording_cudaeventdestroy = _wording
     _on_wording_nccl_watchdog_thread = _on_wording_monitor_22 = _wording
+    _on_wording_destruct_23 = _on_wording_destruct_24 = _on_wording_destroy_26 = _wording
 
     # -- the result --
     def finalize(self, ranks_prefixed: set[int], frameworks: dict[str, Any]) -> Facts:

@@ -429,6 +429,8 @@ class Timer(Strict):
     knob: str | None = Field(default=None, pattern=SNAKE)
     """the abstract knob (kb/frameworks/*.yaml) that sets it in a framework's own format."""
     env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    key: str = Field(min_length=3)
+    """the native name of its value (`ddp_timeout`, `--rdzv-conf join_timeout`, `NCCL_IB_TIMEOUT`)."""
     set: str = Field(min_length=8)
     """how to set it natively."""
     messages: list[str] = Field(default_factory=list)
