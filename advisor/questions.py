@@ -95,7 +95,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     # belief over the causes with any standing (the long tail adds noise, not information)
     shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
     for question in kb.questions.values():
-        if _asked_already(question, facts, answered):
+        if _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
             continue
         if not clear:
             gain = information_gain(kb, question, shortlist, facts)
@@ -104,7 +104,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     if top is not None and top.score >= 0.3:
         for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts)}.items():
             question = kb.questions.get(qid)
-            if question is None or _asked_already(question, facts, answered):
+            if question is None or _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
                 continue
             value = 0.1 + 0.3 * top.score
             existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
@@ -132,6 +132,16 @@ def _fix_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
     if has_knobs and not facts.known("framework"):
         needs["framework"] = "the fix is written in your framework's own config format"
     return needs
+
+
+def _package_not_in_use(kb, question: schema.Question, facts: Facts) -> bool:
+    """A package's version (`trl_version`) is asked only of a run whose framework builds on that
+    package (TRL, Open-R1); with the framework unknown, the framework question comes first."""
+    from advisor.answers import PACKAGE_VERSION_FACTS
+    from advisor.timers import framework_chain
+
+    package = next((p for p, fact in PACKAGE_VERSION_FACTS.items() if fact == question.fact), None)
+    return package is not None and package not in framework_chain(kb, facts.get("framework"))
 
 
 VERSION_PIN = 4.0

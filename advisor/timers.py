@@ -13,6 +13,7 @@ table; this module decides which of them apply.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from advisor import schema
@@ -24,9 +25,9 @@ from advisor.versions import version_matches
 CLOCK_EVENTS = ("timeout", "heartbeat", "store-timeout", "network", "nccl-error")
 # when no pattern names the clock, the kind of the failure still does
 KIND_CLOCK = {"heartbeat": "heartbeat-monitor", "timeout": "pg-collective", "store-timeout": "init-store"}
-# the frameworks whose process group is created by TrainingArguments
 HF_SETTING = "hf-ddp-timeout"
 PG = "pg-collective"
+MAX_VALUE_CHARS = 24  # a printed duration longer than this is junk (a hostile line), not a value
 STORE_DEFAULT_S = 300
 IB_UNIT_S = 4.096e-6
 # which process group a watchdog line is about (torch 2.6+ / 2.3-2.5 prefixes)
@@ -91,7 +92,8 @@ def _clocks(kb) -> list[schema.Timer]:
 
 
 def _to_seconds(text: str | None, unit: str) -> float | None:
-    if not text:
+    """A printed duration in seconds; None when there is none or it cannot be a real one."""
+    if not text or len(text) > MAX_VALUE_CHARS:
         return None
     try:
         if unit == "hms":
@@ -102,6 +104,8 @@ def _to_seconds(text: str | None, unit: str) -> float | None:
             return seconds
         value = float(text)
     except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0:
         return None
     return value / 1000 if unit == "ms" else value * 60 if unit == "min" else value
 
@@ -122,7 +126,9 @@ def _fact_seconds(timer: schema.Timer, facts: Facts) -> float | None:
         return None
     try:
         value = float(facts.get(timer.value_fact))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(value) or value < 0:
         return None
     return value / 1000 if timer.value_fact_unit == "ms" else value
 
@@ -328,13 +334,19 @@ def _hf_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_values, ve
     tv = ctx.version("transformers")
     deepspeed = ctx.get("uses_deepspeed")
     tv_note = f"transformers {tv}" if tv else "transformers version not known"
+
+    def bypassed(reason: str, trap_id: str | None, why: str, on: str = backend) -> Verdict:
+        """ddp_timeout was not passed: torch's default is in force, or a value set elsewhere."""
+        text, values = _torch_default_text(kb, ctx, on, seconds)
+        if seconds in values:
+            return verdict(f"torch default: {text}; {reason}", PG, False, why, trap_id)
+        return verdict(f"explicit setting: {_s(seconds)}, passed where the group was created, not by ddp_timeout; {reason}",
+                       None, False, why, trap_id)
+
     if ctx.holds("transformers", "<4.22") is True:
-        return verdict(f"torch default: {torch_text}; {tv_note} has no ddp_timeout", PG, False,
-                       "ddp_timeout exists from transformers 4.22; before it Trainer passed no timeout", None)
+        return bypassed(f"{tv_note} has no ddp_timeout", None, "ddp_timeout exists from transformers 4.22; before it Trainer passed no timeout")
     if ctx.get("use_cpu") is True and ctx.holds("transformers", ">=4.29") is not False:
-        trap = find_trap(kb, "hf-use-cpu")
-        gloo_text = _torch_default_text(kb, ctx, "gloo", seconds)[0]
-        return verdict(f"torch default: {gloo_text} (gloo on CPU); {tv_note}", PG, False, _trap_text(trap), "hf-use-cpu")
+        return bypassed(f"gloo on CPU; {tv_note}", "hf-use-cpu", _trap_text(find_trap(kb, "hf-use-cpu")), "gloo")
     if deepspeed is True and ctx.holds("transformers", ">=4.22,<4.25") is True:
         trap = find_trap(kb, "hf-deepspeed-before-425")
         kind = "framework default: DeepSpeed's DEEPSPEED_TIMEOUT, 30 min" if seconds == 1800 else \
@@ -342,9 +354,8 @@ def _hf_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_values, ve
         return verdict(f"{kind}; {tv_note} does not pass ddp_timeout to DeepSpeed", "deepspeed-timeout", False,
                        _trap_text(trap), "hf-deepspeed-before-425")
     if deepspeed is not True and ctx.holds("transformers", ">=4.29,<4.31") is True:
-        trap = find_trap(kb, "hf-plain-path-429-430")
-        return verdict(f"torch default: {torch_text}; {tv_note} does not pass ddp_timeout", PG, False, _trap_text(trap),
-                       "hf-plain-path-429-430")
+        return bypassed(f"{tv_note} does not pass ddp_timeout", "hf-plain-path-429-430",
+                        _trap_text(find_trap(kb, "hf-plain-path-429-430")))
     if seconds == 1800:
         return verdict(f"framework default: TrainingArguments.ddp_timeout = 1800 s (transformers >= 4.22; {tv_note})",
                        setting.id, True, "ddp_timeout reaches this clock: raise it (in seconds)")
@@ -417,12 +428,19 @@ def _torchtitan_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_va
         if early:
             return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}, in force until the first step ends",
                            init.id, True, "comm.init_timeout_seconds reaches this clock", setting_id=init.id, how_text=init.set)
-        if ctx.get("resumed") is True and old is not False:
+        if old is False:
+            return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}, still in force: torchtitan "
+                           f"{ctx.version('torchtitan')} switches to train_timeout_seconds after the first step, even when "
+                           "resumed, so this group was not switched (or the failure came before the first step ended)",
+                           init.id, True, "comm.init_timeout_seconds reaches this clock", setting_id=init.id, how_text=init.set)
+        if ctx.get("resumed") is False:
+            return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}: the run had not finished its first step",
+                           init.id, True, "comm.init_timeout_seconds reaches this clock", setting_id=init.id, how_text=init.set)
+        if ctx.get("resumed") is True:
             return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}: a resumed run on torchtitan <= 0.2.2 never "
                            "switches to train_timeout_seconds", init.id, False, _trap_text(trap), "torchtitan-resumed-022")
         return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}, still in force after the first step",
-                       init.id, None if old is not False else True,
-                       _trap_text(trap) + " If this run did not resume, answer resumed=no.", "torchtitan-resumed-022")
+                       init.id, None, _trap_text(trap) + " If this run did not resume, answer resumed=no.", "torchtitan-resumed-022")
     which = init if early else train
     return verdict(f"explicit setting: {_s(seconds)} ({which.name})", which.id, True, f"{which.name} reaches this clock",
                    setting_id=which.id, how_text=which.set)
