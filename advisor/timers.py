@@ -517,7 +517,7 @@ def _report_heartbeat(kb, ctx: Context, firing: Firing) -> Outcome:
     if match is not None:
         origin = f"torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, {_s(seconds)} ({_versions(match)})"
     elif seconds is None:
-        origin = "torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, 600 s in torch 2.2-2.4, 480 s from 2.5 (not printed)"
+        origin = "torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, 600 s in torch 2.3-2.4, 480 s from 2.5 (not printed)"
     else:
         origin = f"explicit setting: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC={_num(seconds)}"
     origin += _torch_note(ctx)

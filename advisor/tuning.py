@@ -122,9 +122,13 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
 
 
 def default_heartbeat_s(torch_version: str | None) -> int:
-    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC default: 10 min in 2.2-2.4, 8 min from 2.5 (PR #133028)."""
+    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC default, read from ProcessGroupNCCL's constructor in the
+    released wheels: 120 s in 2.2 (where the monitor is off unless turned on), 600 s in 2.3-2.4, 480 s
+    from 2.5 (PR #133028); 600 s when the version is not known."""
     if torch_version and version_matches(torch_version, ">=2.5"):
         return 480
+    if torch_version and version_matches(torch_version, ">=2.2,<2.3"):
+        return 120
     return 600
 
 

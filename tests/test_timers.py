@@ -260,9 +260,14 @@ def test_torchs_own_default_changed_in_2_2(torch, seconds, kind):
     assert t.origin.startswith(kind)
 
 
-@pytest.mark.parametrize("torch, seconds", [("2.4.1", 600), ("2.5.0", 480)])
-def test_heartbeat_default_by_torch_version_when_the_message_prints_none(torch, seconds):
-    t = timeout_of(HEARTBEAT_24, torch_version=torch)
+HEARTBEAT_22 = "[E ProcessGroupNCCL.cpp:1223] [Rank 3] NCCL monitor thread timeout. Basically, this could be due to CUDA or NCCL calls"
+
+
+@pytest.mark.parametrize("log, torch, seconds", [(HEARTBEAT_22, "2.2.0", 120), (HEARTBEAT_24, "2.3.1", 600),
+                                                 (HEARTBEAT_24, "2.4.1", 600), (HEARTBEAT_24, "2.5.0", 480)])
+def test_heartbeat_default_by_torch_version_when_the_message_prints_none(log, torch, seconds):
+    """Read from ProcessGroupNCCL's constructor in the released wheels (getCvarInt defaults)."""
+    t = timeout_of(log, torch_version=torch)
     assert (t.clock, t.seconds, t.inferred) == ("heartbeat-monitor", seconds, True)
 
 
