@@ -490,10 +490,17 @@ def _report_follows(kb, ctx: Context, firing: Firing) -> Outcome:
         if (ctx.get("uses_vllm") or ctx.framework in ("trl", "open-r1")) and "vllm-weight-sync-store" in kb.timers:
             return _report_default_clock(kb, ctx, Firing(kb.timers["vllm-weight-sync-store"], firing.seconds, firing.line, firing.text))
         setting = user_setting(kb, ctx)
-        if setting is None or _setting_seconds(setting, ctx, "nccl") != STORE_DEFAULT_S:
+        pg_300 = [t for t in kb.timers.values() if t.kind == "setting" and t.feeds == PG and t.framework in ctx.chain
+                  and _setting_seconds(t, ctx, "nccl") == STORE_DEFAULT_S]  # torchtitan's init_timeout_seconds
+        if not pg_300:
             trap = find_trap(kb, "store-follows-pg-timeout")
-            return Outcome(timer, "torch default: 300 s, the Store default of a TCPStore built without a timeout (the store "
-                           "init_process_group builds takes the process-group timeout instead)", timer.id,
+            store = ("the Store default of a TCPStore built without a timeout (vLLM's weight-sync group, a hand-made store; "
+                     "the store init_process_group builds takes the process-group timeout instead)")
+            if ctx.framework is None:
+                return Outcome(timer, f"not known: 300 s is {store}, or a process-group timeout of 300 s set where the group "
+                               "was created", None, TimeoutReach(value=None, how=timer.set, trap="store-follows-pg-timeout",
+                                                                 why=_trap_text(trap)), firing.seconds)
+            return Outcome(timer, f"torch default: 300 s, {store}", timer.id,
                            TimeoutReach(value=False, setting=setting.id if setting else None, how="pass timeout= where that store is built",
                                         trap="store-follows-pg-timeout", why=_trap_text(trap)), firing.seconds)
     backend = "gloo" if timer.id == "gloo-op" or ctx.get("backend") == "gloo" else "nccl"

@@ -321,3 +321,14 @@ def test_text_markdown_and_json_carry_the_timeout():
 def test_a_diagnosis_without_a_timeout_has_no_timeout_section():
     d = diagnose(DiagnoseRequest(log="torch.OutOfMemoryError: CUDA out of memory."), KB)
     assert d.timeout is None and "\nTimeout\n" not in render_text(d)
+
+
+@pytest.mark.parametrize("answers, source, reaches", [
+    ({"framework": "torchtitan", "phase": "init"}, "torchtitan-init-timeout", True),  # its init timeout is 300 s
+    ({"framework": "transformers"}, "init-store", False),  # ddp_timeout is 1800: a 300 s store was built without one
+    ({}, None, None),  # either, until the framework is known
+])
+def test_a_300_s_store_wait_is_the_store_default_only_where_no_setting_gives_300(answers, source, reaches):
+    t = timeout_of("[c10d] wait timeout after 300000ms, keys: /default_pg/0//cuda//0", **answers)
+    assert (t.clock, t.seconds, t.source) == ("init-store", 300, source)
+    assert t.reachable.value is reaches
