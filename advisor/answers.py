@@ -83,4 +83,24 @@ def apply_answers(kb, facts: Facts, answers: dict[str, str], framework: str | No
         if question.fact == "framework" and previous is not None and previous.value != value and version and version.origin != "answer":
             # the version read from the log belonged to the framework the log suggested
             facts.values.pop("framework_version")
+    _package_versions(facts)
     return answered
+
+
+# frameworks whose version is also a package version that rules and the timer table read
+PACKAGE_VERSION_FACTS = {"trl": "trl_version", "transformers": "transformers_version", "accelerate": "accelerate_version",
+                         "deepspeed": "deepspeed_version"}
+
+
+def _package_versions(facts: Facts) -> None:
+    """Under TRL, the framework version is the TRL version (and likewise for transformers,
+    accelerate, DeepSpeed); a version the user answered for the package itself wins."""
+    name = PACKAGE_VERSION_FACTS.get(facts.get("framework"))
+    version = facts.values.get("framework_version")
+    if name is None or version is None or version.value is None:
+        return
+    current = facts.values.get(name)
+    if current is not None and current.origin == "answer" and version.origin != "answer":
+        return
+    facts.values[name] = FactValue(value=version.value, origin=version.origin, line=version.line, text=version.text,
+                                   detail=f"the {facts.get('framework')} framework's version")

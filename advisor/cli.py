@@ -38,6 +38,7 @@ examples:
   advisor kb check --kb ./team-kb
   advisor kb list --json
   advisor kb coverage
+  advisor kb facts --json
 
 exit codes:
   0 diagnosed  1 no confident diagnosis  2 usage error  3 input error  4 invalid knowledge base  130 interrupted
@@ -83,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing = kb_sub.add_parser("list", help="list the causes")
     listing.add_argument("--kb", action="append", default=[], metavar="DIR")
     listing.add_argument("--json", action="store_true")
+    facts = kb_sub.add_parser("facts", help="every versioned fact of the KB (knob, default, versions, reference), for audit")
+    facts.add_argument("--kb", action="append", default=[], metavar="DIR")
+    facts.add_argument("--json", action="store_true")
     show = kb_sub.add_parser("show", help="print one cause (or catalogue message) as JSON")
     show.add_argument("id")
     show.add_argument("--kb", action="append", default=[], metavar="DIR")
@@ -401,6 +405,16 @@ def _kb(args, out: TextIO, err: TextIO, parser) -> int:
             for r in rows:
                 out.write(f"{r['id']:<{width}}  {r['code']:<28}  {r['title']}\n")
             out.write(f"\n{len(rows)} causes, {len(kb.codes)} codes, {len(kb.frameworks)} frameworks\n")
+        return EXIT_OK
+    if args.kb_command == "facts":
+        from advisor.kbfacts import format_facts, versioned_facts
+
+        rows = versioned_facts(kb)
+        if args.json:
+            json.dump(rows, out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        else:
+            out.write(format_facts(rows))
         return EXIT_OK
     if args.kb_command == "show":
         item = kb.causes.get(args.id) or kb.messages.get(args.id)

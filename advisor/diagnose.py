@@ -21,6 +21,7 @@ from advisor.reader import iter_blocks
 from advisor.redact import Redactor
 from advisor.scan import ScanStats, scan
 from advisor.similar import similar_candidates
+from advisor.timers import explain_timeout
 
 # free text shorter than this is also compared with the causes' symptom phrases
 PROSE_LIMIT = 4000
@@ -97,6 +98,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         ranks=rank_picture(facts),
         messages=recognised_messages(kb, reading.signatures),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
+        timeout=explain_timeout(kb, facts),
     )
     return Redactor(mask_hosts=request.mask_hosts).redact_model(diagnosis)
 

@@ -100,6 +100,12 @@ _SPECS = [
     FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
+    FactSpec("trl_version", "version", "TRL version (the framework's own under TRL; asked for under Open-R1, which has no releases)"),
+    FactSpec("accelerate_version", "version", "accelerate version"),
+    FactSpec("deepspeed_version", "version", "DeepSpeed version"),
+    FactSpec("uses_deepspeed", "bool", "DeepSpeed creates the process group (ZeRO under HF Trainer, accelerate or Lightning, or the deepspeed launcher)"),
+    FactSpec("use_cpu", "bool", "HF TrainingArguments use_cpu / no_cuda: training on CPU with gloo"),
+    FactSpec("resumed", "bool", "the run resumed from a checkpoint past step 0"),
 ]
 FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 
@@ -277,6 +283,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
     FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)", recurring="first"),
     FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})", recurring="latest"),
+    FactProbe("titan-resume", r"Loading the checkpoint from \S*?step-(?P<step>\d+)", recurring="first"),
     FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters", recurring="latest"),
     # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
     # PHB, NODE, SYS = PCIe paths of increasing distance)
@@ -291,6 +298,10 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False, recurring="first"),
     FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False, recurring="first"),
     FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False, recurring="first"),
+    # ProcessGroupNCCL's destructor warning (libtorch_cuda strings of the 2.2-2.10 wheels)
+    FactProbe("wording-destruct-23", r"has NOT been destroyed before it is being destructed", ignore_case=False, recurring="first"),
+    FactProbe("wording-destruct-24", r"has NOT been destroyed before we destruct ProcessGroupNCCL", ignore_case=False, recurring="first"),
+    FactProbe("wording-destroy-26", r"destroy_process_group\(\) was not called before program exit", ignore_case=False, recurring="first"),
 ]
 
 # What each wording proves about the torch release, as (lower, upper-exclusive) bounds.
@@ -302,6 +313,9 @@ _WORDING_RANGES = {
     "wording-cudaeventdestroy": ("2.5", None),
     "wording-nccl-watchdog-thread": (None, "2.3"),
     "wording-monitor-22": ("2.2", "2.3"),
+    "wording-destruct-23": ("2.3", "2.4"),
+    "wording-destruct-24": ("2.4", "2.6"),
+    "wording-destroy-26": ("2.6", None),
 }
 
 
@@ -725,6 +739,12 @@ class FactCollector:
         if n is not None and n >= 10_000_000:
             self._set("model_size_b", round(n / 1e9, 2), hit, overwrite=True)
 
+    def _on_titan_resume(self, hit: LineHit) -> None:
+        """torchtitan's CheckpointManager.load names the step it loads (`.../step-1000`)."""
+        step = _int(hit.group("step"))
+        if step is not None and "resumed" not in self.values:
+            self._set("resumed", step > 0, hit, origin="inferred", detail=f"loads the checkpoint of step {step}")
+
     def _on_titan_model_size(self, hit: LineHit) -> None:
         self._on_model_params(hit)
 
@@ -751,6 +771,7 @@ class FactCollector:
     _on_wording_pg_guid = _on_wording_pg_rank = _on_wording_detected_at_work = _wording
     _on_wording_heartbeat_24 = _on_wording_cudaeventdestroy = _wording
     _on_wording_nccl_watchdog_thread = _on_wording_monitor_22 = _wording
+    _on_wording_destruct_23 = _on_wording_destruct_24 = _on_wording_destroy_26 = _wording
 
     # -- the result --
     def finalize(self, ranks_prefixed: set[int], frameworks: dict[str, Any]) -> Facts:
@@ -772,11 +793,18 @@ class FactCollector:
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
 
     def _finalize_framework(self, put, frameworks: dict[str, Any]) -> None:
+        for fw, (version, vline, vtext) in self.fw_versions.items():
+            name = fw.replace("-", "_") + "_version"  # trl_version under Open-R1, accelerate_version under HF
+            if name in FACTS and name not in self.values:
+                put(name, version, vline, vtext[:400])
         if not self.framework_score:
             return
         candidates = {fw: s for fw, s in self.framework_score.items() if s >= 3}
         if not candidates:
             return
+        if "deepspeed" in candidates:
+            dline, dtext = self.framework_evidence["deepspeed"]
+            put("uses_deepspeed", True, dline, dtext[:400], origin="inferred", detail="DeepSpeed's own lines are in the log")
         # a framework that builds on another one wins over it when both are seen
         def specificity(fw: str, seen: frozenset = frozenset()) -> int:
             parents = [p for p in (getattr(frameworks.get(fw), "builds_on", []) or []) if p not in seen]

@@ -204,11 +204,22 @@ def _next_run(facts: Facts) -> tuple[list[str], Snippet]:
         ):
             name2, _ = env_name(name, torch_v)
             items.append(Resolved(name, name2 or name, "str", value, why))
-        notes.append("Flight Recorder dumps on timeout; analyse them with `torchfrtrace <dump dir>` (in the torch wheel from 2.10; "
-                     "earlier: tools/flight_recorder/fr_trace.py from the PyTorch repository)")
+        notes.append(flight_recorder_note(torch_v))
     notes.append("TORCH_DISTRIBUTED_DEBUG=DETAIL for one short run if ranks may call different collectives (it checks every call, slowly)")
     header = "See more next time: turn these on, reproduce, and run the advisor on the new log"
     return notes, render("shell", items, "any", header, {})
+
+
+def flight_recorder_note(torch_version: str | None) -> str:
+    """How to read the dumps on this torch: `torchfrtrace` ships in the wheel from 2.10 only
+    (2.5-2.9 wheels name a module they do not contain; checked in the released wheels)."""
+    if torch_version and version_matches(torch_version, ">=2.10"):
+        return "Flight Recorder dumps on timeout; analyse them with `torchfrtrace <dump dir>`"
+    if torch_version and version_matches(torch_version, "<2.10"):
+        return (f"Flight Recorder dumps on timeout; analyse them with tools/flight_recorder/fr_trace.py from the PyTorch "
+                f"source of your version (torch {torch_version} does not ship `torchfrtrace`, 2.10 does)")
+    return ("Flight Recorder dumps on timeout; analyse them with `torchfrtrace <dump dir>` (in the torch wheel from 2.10; "
+            "earlier: tools/flight_recorder/fr_trace.py from the PyTorch repository)")
 
 
 _FAILURE_WORDS = {

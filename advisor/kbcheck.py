@@ -55,4 +55,32 @@ def check_kb(extra_dirs: Iterable[str | Path] = ()) -> dict:
                 else:
                     failures.append({"cause": cause.id, "kind": kind, "example": example.name, "problem": problem,
                                      "file": str(kb.sources[cause.id])})
+    for timer in kb.timers.values():
+        for example in timer.examples:
+            total += 1
+            problem = check_timer_example(kb, timer, example)
+            if problem is None:
+                passed += 1
+            else:
+                failures.append({"cause": f"timer:{timer.id}", "kind": "timer", "example": example.name, "problem": problem,
+                                 "file": str(kb.sources.get("timers", "timers.yaml"))})
     return {"ok": not failures, "errors": [], "failures": failures, "causes": len(kb.causes), "examples": total, "passed": passed}
+
+
+def check_timer_example(kb, timer, example) -> str | None:
+    """None when the log shows this clock (a setting: the clock it feeds, with its value in force)
+    firing with the declared value and reachability, else what went wrong."""
+    t = run_example(kb, example.log, example.answers).timeout
+    if t is None:
+        return "no clock seen firing"
+    want = timer.id if timer.kind == "clock" else timer.feeds
+    if t.clock != want:
+        return f"clock {t.clock}, expected {want}"
+    source = example.value_from or (timer.id if timer.kind == "setting" else None)
+    if source and t.source != source:
+        return f"value from {t.source}, expected {source}"
+    if example.seconds is not None and t.seconds != example.seconds:
+        return f"{t.seconds} s, expected {example.seconds:g} s"
+    if example.reachable is not None and t.reachable.value is not example.reachable:
+        return f"reachable {t.reachable.value}, expected {example.reachable}"
+    return None

@@ -152,6 +152,8 @@ class KnowledgeBase:
     message_owners: dict[str, tuple[tuple[str, schema.Signature], ...]] = field(default_factory=dict)
     """message id -> the (cause id, signature) pairs it is evidence for (from `points_to`, or a
     cause's own signature that `use`s it, whose weight then wins)."""
+    timers: dict[str, schema.Timer] = field(default_factory=dict)
+    """kb/timers.yaml: every clock that can end or stall a job, and the settings that feed them."""
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -352,6 +354,8 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     phases_model = read(root / "phases.yaml", schema.PhaseCues)
     questions_model = read(root / "questions.yaml", schema.Questions)
     shared_model = read(root / "signatures.yaml", schema.SharedSignatures)
+    timers_file = root / "timers.yaml"
+    timers_model = read(timers_file, schema.Timers) if timers_file.is_file() else None
     shared = {sig.id: sig for sig in shared_model.signatures} if shared_model else {}
     messages, message_files = _load_messages([root] + [Path(d) for d in extra if Path(d).is_dir()], read, errors)
 
@@ -394,13 +398,16 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
         digest=digest.hexdigest()[:16],
         messages=messages,
         message_files=message_files,
+        timers={t.id: t for t in timers_model.timers} if timers_model else {},
     )
     kb.message_owners = _message_owners(kb)
     sources["codes"] = codes_file
     sources["phases"] = root / "phases.yaml"
     sources["questions"] = root / "questions.yaml"
     sources["signatures"] = root / "signatures.yaml"
+    sources["timers"] = timers_file
     errors.extend(cross_check(kb))
+    errors.extend(check_timers(kb))
     if errors:
         raise KBInvalid(errors)
     from advisor.regex import required_atoms
@@ -638,4 +645,85 @@ def _check_messages(kb: KnowledgeBase, regex_ok, fact_names: set[str]) -> list[K
     for msg_id, problem in collisions(kb.messages.values()):
         path, i = where_of.get(msg_id, (Path("messages"), 0))
         errors.append(KBError(path, f"messages[{i}].pattern", f"{msg_id}: {problem}"))
+    return errors
+
+
+def message_ids(kb: KnowledgeBase) -> dict[str, str]:
+    """Every message id a timer may name in `messages`, with its pattern: a shared signature of
+    signatures.yaml by its id (`collective-timeout`), a cause's own signature as
+    `<cause>.<signature>` (`nccl-heartbeat-monitor.watchdog-stuck`). The one place that links the
+    timer table to message formats: point it at the message catalogue once there is one."""
+    ids: dict[str, str] = {}
+    for cause in kb.causes.values():
+        for sig in cause.signatures:
+            if sig.use:
+                ids.setdefault(sig.use, sig.regex or "")
+            ids[f"{cause.id}.{sig.id}"] = sig.regex or ""
+    return ids
+
+
+def check_timers(kb: KnowledgeBase) -> list[KBError]:
+    """The timer table's links: message ids, patterns, clocks named, frameworks, knobs, versions."""
+    from advisor.facts import FACTS
+    from advisor.snippets import KNOBS
+    from advisor.versions import parse_specifier
+
+    errors: list[KBError] = []
+    f = kb.sources.get("timers", "timers.yaml")
+    known_messages = message_ids(kb)
+    trap_ids: set[str] = set()
+
+    def spec_ok(where: str, spec: str | None) -> None:
+        if spec:
+            try:
+                parse_specifier(spec)
+            except ValueError as exc:
+                errors.append(KBError(f, where, str(exc)))
+
+    for timer in kb.timers.values():
+        at = f"timers.{timer.id}"
+        for i, mid in enumerate(timer.messages):
+            if mid not in known_messages:
+                errors.append(KBError(f, f"{at}.messages[{i}]", f"unknown message id {mid!r} (a shared signature id, or <cause>.<signature>)"))
+        for i, fired in enumerate(timer.fired):
+            try:
+                compiled = compile_pattern(fired.regex, not fired.case_sensitive)
+            except PatternError as exc:
+                errors.append(KBError(f, f"{at}.fired[{i}].regex", f"RE2 cannot compile this pattern: {exc}"))
+                continue
+            extra = set(compiled.groupindex) - {"value", "unit"}
+            if extra:
+                errors.append(KBError(f, f"{at}.fired[{i}].regex", f"only the named groups `value` and `unit` are read, not {sorted(extra)}"))
+        for key in ("feeds", "follows", "next"):
+            target = getattr(timer, key)
+            if target and target not in kb.timers:
+                errors.append(KBError(f, f"{at}.{key}", f"unknown timer {target!r}"))
+            elif target and kb.timers[target].kind != "clock":
+                errors.append(KBError(f, f"{at}.{key}", f"{target!r} is a setting, not a clock"))
+        if timer.framework and timer.framework not in kb.frameworks:
+            errors.append(KBError(f, f"{at}.framework", f"unknown framework {timer.framework!r}"))
+        if timer.knob and timer.knob not in KNOBS:
+            errors.append(KBError(f, f"{at}.knob", f"unknown knob {timer.knob!r}; known: {sorted(KNOBS)}"))
+        if timer.value_fact and timer.value_fact not in FACTS:
+            errors.append(KBError(f, f"{at}.value_fact", f"unknown fact {timer.value_fact!r}"))
+        for i, value in enumerate(timer.defaults):
+            for key in ("torch", "nccl", "framework_version"):
+                spec_ok(f"{at}.defaults[{i}].{key}", getattr(value, key))
+            if value.framework_version and not timer.framework:
+                errors.append(KBError(f, f"{at}.defaults[{i}].framework_version", "a framework version needs the timer's `framework`"))
+        for i, trap in enumerate(timer.traps):
+            if trap.id in trap_ids:
+                errors.append(KBError(f, f"{at}.traps[{i}].id", f"duplicate trap id {trap.id!r}"))
+            trap_ids.add(trap.id)
+            for key in ("torch", "nccl", "framework_version"):
+                spec_ok(f"{at}.traps[{i}].applies.{key}", getattr(trap.applies, key))
+            for name in trap.applies.frameworks:
+                if name not in kb.frameworks:
+                    errors.append(KBError(f, f"{at}.traps[{i}].applies.frameworks", f"unknown framework {name!r}"))
+        for i, example in enumerate(timer.examples):
+            for key in example.answers:
+                if key not in kb.questions:
+                    errors.append(KBError(f, f"{at}.examples[{i}].answers.{key}", f"unknown question id {key!r}"))
+            if example.value_from and example.value_from not in kb.timers:
+                errors.append(KBError(f, f"{at}.examples[{i}].value_from", f"unknown timer {example.value_from!r}"))
     return errors

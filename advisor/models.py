@@ -163,6 +163,33 @@ class RecognisedMessage(Model):
     rank: int | None = None
 
 
+class TimeoutReach(Model):
+    """Whether the user's own framework setting reaches the clock that fired."""
+
+    value: bool | None = Field(description="true: raising that setting changes this clock; false: it cannot (see `trap`); null: not known yet")
+    setting: str | None = Field(default=None, description="timer id of the user's setting for this clock (kb/timers.yaml)")
+    how: str | None = Field(default=None, description="how to set the knob that does reach this clock")
+    trap: str | None = Field(default=None, description="id of the trap that explains a setting that does not reach it, or a value dropped on the way")
+    why: str = ""
+
+
+class TimeoutReport(Model):
+    """Which clock fired, where its value came from, and what raising it would do."""
+
+    clock: str = Field(description="timer id of the clock that fired (kb/timers.yaml)")
+    seconds: float | int | None = Field(description="its value, as printed or (when nothing is printed) inferred")
+    origin: str = Field(description="where the value came from: `torch default: ...`, `framework default: ...`, "
+                                    "`explicit setting: ...` or `not known: ...`, with the versions that decide it")
+    reachable: TimeoutReach
+    next_clock: str | None = Field(description="the clock that fires next if this one is raised (null: nothing inside the job)")
+    title: str = ""
+    source: str | None = Field(default=None, description="timer id whose value is in force (a framework setting, or the clock's own default)")
+    inferred: bool = Field(default=False, description="`seconds` is not printed in the log but inferred from defaults")
+    line: int | None = None
+    next_note: str | None = None
+    references: list[str] = Field(default_factory=list)
+
+
 class Diagnosis(Model):
     status: Literal["diagnosed", "uncertain", "no-match"]
     headline: str
@@ -179,6 +206,7 @@ class Diagnosis(Model):
         description="catalogued messages in the log (errors first, then by line), each with its plain meaning")
     redactions: int = 0
     version: str = "1"
+    timeout: TimeoutReport | None = Field(default=None, description="in a timeout diagnosis: which clock fired and where its value came from")
 
 
 class DiagnoseRequest(Model):

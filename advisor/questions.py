@@ -102,16 +102,16 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     # belief over the causes with any standing (the long tail adds noise, not information)
     shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
     for question in kb.questions.values():
-        if _asked_already(question, facts, answered):
+        if _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
             continue
         if not clear:
             gain = information_gain(kb, question, shortlist, facts)
             if gain >= MIN_GAIN:
                 scored.append((gain, question, "its answer is expected to narrow the causes down"))
     if top is not None and top.score >= 0.3:
-        for qid, reason in _fix_needs(kb, top, facts).items():
+        for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts)}.items():
             question = kb.questions.get(qid)
-            if question is None or _asked_already(question, facts, answered):
+            if question is None or _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
                 continue
             value = 0.1 + 0.3 * top.score
             existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
@@ -153,6 +153,39 @@ def _fix_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
                     needs.setdefault(fact, "the fix's numbers are computed from it")
     if has_knobs and not facts.known("framework"):
         needs["framework"] = "the fix is written in your framework's own config format"
+    return needs
+
+
+def _package_not_in_use(kb, question: schema.Question, facts: Facts) -> bool:
+    """A package's version (`trl_version`) is asked only of a run whose framework builds on that
+    package (TRL, Open-R1); with the framework unknown, the framework question comes first."""
+    from advisor.answers import PACKAGE_VERSION_FACTS
+    from advisor.timers import framework_chain
+
+    package = next((p for p, fact in PACKAGE_VERSION_FACTS.items() if fact == question.fact), None)
+    return package is not None and package not in framework_chain(kb, facts.get("framework"))
+
+
+VERSION_PIN = 4.0
+"""a rule this strong on a version pins the cause to some releases: the version must be asked."""
+
+
+def _version_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
+    """Versions the top cause exists in only some releases of (TRL 0.15.0's SFT gather): asked even
+    when the cause looks clear, since the version alone can rule it out. Under Open-R1, which has no
+    releases, this asks for the TRL version."""
+    values = {k: v.value for k, v in facts.values.items()}
+    needs: dict[str, str] = {}
+    for rule in kb.causes[top.id].rules:
+        if rule.weight < VERSION_PIN or rule_state(rule, values) is False:
+            continue
+        for name in rule.when:
+            spec = FACTS.get(name)
+            if spec is None or spec.kind != "version" or facts.known(name):
+                continue
+            question = next((q for q in kb.questions.values() if q.fact == name), None)
+            if question is not None:
+                needs.setdefault(question.id, f"the cause exists only in some releases: {rule.why}")
     return needs
 
 

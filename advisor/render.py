@@ -10,7 +10,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from advisor.models import Diagnosis, RankRow
+from advisor.models import Diagnosis, RankRow, TimeoutReport
 
 _RESET = "\x1b[0m"
 
@@ -183,6 +183,11 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
         out.append(s.bold("Next run"))
         out.extend("  - " + n for n in fix.next_run)
 
+    if d.timeout is not None:
+        out.append(s.bold("Timeout"))
+        out.extend("  " + line for line in timeout_lines(d.timeout, width - 2, brief=not verbose))
+        out.append("")
+
     if fix.explanation:
         out.append(s.bold("Why"))
         explanation = fix.explanation if verbose else fix.explanation.strip().split("\n\n")[0]
@@ -297,6 +302,10 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append(f"**{_md_escape(sn.title)}** (`{sn.format}`)")
         out.append(f"```{sn.language}\n{sn.content.rstrip()}\n```")
         out.append("")
+    if d.timeout is not None:
+        out.append("### Timeout")
+        out.extend("- " + _md_escape(line) for line in timeout_lines(d.timeout))
+        out.append("")
     if fix.explanation:
         out.append("### Why")
         out.append(fix.explanation)
@@ -341,6 +350,36 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append("### References")
         out.extend(f"- {u}" for u in fix.references[:8])
     return "\n".join(out).rstrip() + "\n"
+
+
+def timeout_lines(t: TimeoutReport, width: int | None = None, brief: bool = False) -> list[str]:
+    """Which clock fired, its value and origin, whether the user's setting reaches it, what next
+    (`brief`: the trap's first sentence only)."""
+    value = "value not printed" if t.seconds is None else f"{t.seconds} s" + (" (inferred)" if t.inferred else "")
+    reach = t.reachable
+    verdict = {True: "reaches it", False: "does NOT reach it", None: "may or may not reach it"}[reach.value]
+    setting = f"your setting ({reach.setting}) {verdict}" if reach.setting else f"a framework setting {verdict}"
+    lines = [
+        f"clock: {t.clock} ({t.title}), {value}" + (f", line {t.line}" if t.line else ""),
+        f"origin: {t.origin}",
+        f"{setting}" + (f" [{reach.trap}]" if reach.trap else "") + (f": {_first_sentence(reach.why) if brief else reach.why}" if reach.why else ""),
+    ]
+    if reach.how:
+        lines.append(f"set it with: {reach.how}")
+    nxt = t.next_clock or "none inside the job"
+    lines.append(f"if raised, next: {nxt}" + (f" ({t.next_note})" if t.next_note else ""))
+    if width:
+        wrapped: list[str] = []
+        for line in lines:
+            wrapped.extend(textwrap.wrap(line, width=max(width, 20), subsequent_indent="  ", break_on_hyphens=False,
+                                         break_long_words=False) or [line])
+        return wrapped
+    return lines
+
+
+def _first_sentence(text: str) -> str:
+    head, dot, rest = text.partition(". ")
+    return head + "." if dot and rest else text
 
 
 def _md_escape(text: str) -> str:

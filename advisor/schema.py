@@ -443,3 +443,119 @@ def describe_field(loc: tuple[Any, ...]) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out or "(top level)"
+
+
+# --- timers: every clock that can end or stall a distributed job (kb/timers.yaml) -------------
+
+TimerUnit = Literal["s", "ms", "min", "exponent", "count"]
+
+
+class TimerFired(Strict):
+    """A message format that shows this clock fired. RE2, matched against a failure line; a named
+    group `value` reads the printed duration (in `unit`, or in a named group `unit`: ms or s)."""
+
+    regex: str = Field(min_length=3)
+    unit: Literal["s", "ms", "min", "hms"] = "s"
+    """`hms` reads a Python timedelta as printed: `0:30:00`."""
+    case_sensitive: bool = False
+    note: str | None = None
+
+
+class TimerValue(Strict):
+    """One default of a clock or a setting and the versions (PEP 440) it holds for; a version that
+    is not named does not decide it."""
+
+    value: float | None
+    """None: this layer sets nothing, the layer below decides (e.g. torch's own default)."""
+    unit: TimerUnit = "s"
+    torch: str | None = None
+    nccl: str | None = None
+    framework_version: str | None = None
+    """a setting's own framework version (the timer's `framework`)."""
+    backend: str | None = None
+    forwarded: bool = True
+    """false: this default never reaches the clock (accelerate drops its class default)."""
+    note: str | None = None
+    references: list[Url] = Field(min_length=1)
+
+
+class TimerTrap(Strict):
+    """Why raising a setting may not change the clock that fired (or changes it differently)."""
+
+    id: str = Field(pattern=KEBAB)
+    title: str = Field(min_length=8)
+    text: str = Field(min_length=40)
+    applies: Applies = Field(default_factory=Applies)
+    """the versions it holds for (listed by `advisor kb facts`; the decision is in advisor.timers)."""
+    references: list[Url] = Field(min_length=1)
+
+
+class TimerExample(Strict):
+    """A log (and answers) in which this clock fired; `advisor kb check` runs it."""
+
+    name: str = Field(min_length=3)
+    log: str = Field(min_length=1)
+    answers: dict[str, str] = Field(default_factory=dict)
+    seconds: float | None = None
+    """the value the timeout object must report."""
+    reachable: bool | None = None
+    """the reachability it must report (checked when given)."""
+    value_from: str | None = Field(default=None, pattern=KEBAB)
+    """the timer whose value must be in force (default: this timer)."""
+
+
+class Timer(Strict):
+    """A clock that can end or stall a job (kind `clock`), or a framework's setting that gives a
+    clock its value (kind `setting`, `feeds` that clock)."""
+
+    id: str = Field(pattern=KEBAB)
+    name: str = Field(min_length=8)
+    kind: Literal["clock", "setting"]
+    layer: Literal["torch", "nccl", "gloo", "launcher", "framework"]
+    what: str = Field(min_length=40)
+    """what it guards and what happens when it runs out, in plain words."""
+    unit: TimerUnit = "s"
+    framework: str | None = None
+    """a setting's framework (a kb/frameworks id); frameworks built on it inherit it."""
+    feeds: str | None = None
+    """a setting: the clock it gives its value to."""
+    follows: str | None = None
+    """a clock that takes another clock's value where the job creates it (the TCPStore that
+    init_process_group builds takes the process-group timeout)."""
+    knob: str | None = Field(default=None, pattern=SNAKE)
+    """the abstract knob (kb/frameworks/*.yaml) that sets it in a framework's own format."""
+    env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    key: str = Field(min_length=3)
+    """the native name of its value (`ddp_timeout`, `--rdzv-conf join_timeout`, `NCCL_IB_TIMEOUT`)."""
+    set: str = Field(min_length=8)
+    """how to set it natively."""
+    messages: list[str] = Field(default_factory=list)
+    """ids of the message formats that show it fired (see advisor.knowledge.message_ids)."""
+    fired: list[TimerFired] = Field(default_factory=list)
+    """the patterns that decide that this clock, and not another one sharing a message, fired."""
+    value_fact: str | None = Field(default=None, pattern=SNAKE)
+    """the fact holding the printed value when the line itself does not carry it."""
+    value_fact_unit: Literal["s", "ms"] = "s"
+    defaults: list[TimerValue] = Field(default_factory=list)
+    traps: list[TimerTrap] = Field(default_factory=list)
+    next: str | None = None
+    """the clock that fires next if this one is raised (None: nothing inside the job)."""
+    next_note: str | None = None
+    references: list[Url] = Field(min_length=1)
+    examples: list[TimerExample] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Timer":
+        if self.kind == "setting" and not self.feeds:
+            raise ValueError("a setting names the clock it `feeds`")
+        if self.kind == "clock" and self.feeds:
+            raise ValueError("only a setting `feeds` a clock")
+        if not self.defaults and not self.follows:
+            raise ValueError("a timer needs `defaults`, or `follows` another clock")
+        if self.fired and not self.messages:
+            raise ValueError("a timer that can be seen firing names its `messages`")
+        return self
+
+
+class Timers(Strict):
+    timers: list[Timer] = Field(min_length=1)

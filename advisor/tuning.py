@@ -23,6 +23,9 @@ WEIGHT_BYTES = 2  # bf16/fp16 weights
 ADAM_STATE_BYTES = 12  # fp32 master copy + two Adam moments, per parameter
 SAFETY = 3
 MARGIN_S = 300
+ASSUMED_MODEL_B = 7.0
+"""the model size a save estimate assumes when the size is unknown (a typical 1-10 B fine-tune):
+the same rule then gives the same number as for a known 7 B model, and says it assumed."""
 MAX_TIMEOUT_S = 6 * 3600
 
 
@@ -59,6 +62,12 @@ def _floor_from_failure(facts: Facts, value: int, parts: list[str]) -> int:
     return value
 
 
+def save_floor(size_b: float) -> int:
+    """The least time any save of a model this size gets, whatever the bandwidth estimate says:
+    600 s below 1 B, 1800 s up to 10 B, 3600 s above."""
+    return 600 if size_b < 1 else 1800 if size_b <= 10 else 3600
+
+
 def checkpoint_save_timeout(facts: Facts) -> Calculated:
     """A collective timeout long enough for the slowest rank to finish writing a checkpoint."""
     missing: list[str] = []
@@ -80,26 +89,25 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
     writers = min(nodes, 8) if sharded else 1
     bw = WRITE_GBPS[storage_used]
     parts: list[str] = []
+    size_used = float(size) if size is not None else ASSUMED_MODEL_B
     if size is None:
-        value = 3600
-        parts.append("model size unknown: 3600 s, the usual need of a 1-10 B model")
-    else:
-        per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
-        gb = float(size) * per_param
-        write_s = gb / (bw * writers)
-        estimate = _round_up(SAFETY * write_s + MARGIN_S)
-        what = "bf16 weights + fp32 Adam state" if with_optimizer else "bf16 weights only"
-        assumed = "" if storage == storage_used else ", assumed"
-        parts.append(
-            f"{gb:.1f} GB ({float(size):g} B params x {per_param} B/param: {what}) / "
-            f"({bw:g} GB/s {storage_used}{assumed} x {writers} writer{'s' if writers > 1 else ''}) = {write_s:.0f} s; "
-            f"x {SAFETY} safety + {MARGIN_S} s = {estimate} s"
-        )
-        floor = 600 if size < 1 else 1800 if size <= 10 else 3600
-        value = estimate
-        if floor > value:
-            parts.append(f"at least {floor} s for a {float(size):g} B model")
-            value = floor
+        parts.append(f"model size unknown, assumed {ASSUMED_MODEL_B:g} B (answer model_size_b)")
+    per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
+    gb = size_used * per_param
+    write_s = gb / (bw * writers)
+    estimate = _round_up(SAFETY * write_s + MARGIN_S)
+    what = "bf16 weights + fp32 Adam state" if with_optimizer else "bf16 weights only"
+    assumed = "" if storage == storage_used else ", assumed"
+    parts.append(
+        f"{gb:.1f} GB ({size_used:g} B params x {per_param} B/param: {what}) / "
+        f"({bw:g} GB/s {storage_used}{assumed} x {writers} writer{'s' if writers > 1 else ''}) = {write_s:.0f} s; "
+        f"x {SAFETY} safety + {MARGIN_S} s = {estimate} s"
+    )
+    floor = save_floor(size_used)
+    value = estimate
+    if floor > value:
+        parts.append(f"at least {floor} s for a {size_used:g} B model")
+        value = floor
     value = _floor_from_failure(facts, value, parts)
     note = None
     if value > MAX_TIMEOUT_S:
@@ -108,15 +116,19 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
         value = MAX_TIMEOUT_S
     return Calculated(
         value=value, unit="s", derivation=_derivation(parts, value),
-        used={"model_size_b": size, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers},
+        used={"model_size_b": size_used, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers},
         missing=missing, note=note,
     )
 
 
 def default_heartbeat_s(torch_version: str | None) -> int:
-    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC default: 10 min in 2.2-2.4, 8 min from 2.5 (PR #133028)."""
+    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC default, read from ProcessGroupNCCL's constructor in the
+    released wheels: 120 s in 2.2 (where the monitor is off unless turned on), 600 s in 2.3-2.4, 480 s
+    from 2.5 (PR #133028); 600 s when the version is not known."""
     if torch_version and version_matches(torch_version, ">=2.5"):
         return 480
+    if torch_version and version_matches(torch_version, ">=2.2,<2.3"):
+        return 120
     return 600
 
 

@@ -61,7 +61,7 @@ def test_builtin_kb_ships_with_the_package():
     root = builtin_kb_dir()
     assert (root / "codes.yaml").is_file()
     assert len(list((root / "causes").glob("*.yaml"))) == len([p for p in KB.sources if not p.startswith("framework:")
-                                                               and p not in ("codes", "phases", "questions", "signatures")])
+                                                               and p not in ("codes", "phases", "questions", "signatures", "timers")])
 
 
 def test_kb_check_command_passes():

@@ -440,19 +440,22 @@ def test_snapshot_start(snap_compare, kb, tmp_path):
 
 
 def test_snapshot_first_question(snap_compare, kb, tmp_path):
+    log = openr1_log()  # outside the app: a skip raised inside run_before would hang the app
+
     async def run_before(pilot):
         await no_blink(pilot)
-        await paste_and_diagnose(pilot.app, pilot, openr1_log())
+        await paste_and_diagnose(pilot.app, pilot, log)
 
     assert snap_compare(app_factory(kb, tmp_path), terminal_size=SIZE, run_before=run_before)
 
 
 def after_final_answer(*keys: str):
     """A run_before that pastes the Open-R1 log, answers every question, then presses `keys`."""
+    log = openr1_log()  # outside the app: a skip raised inside run_before would hang the app
 
     async def run_before(pilot):
         await no_blink(pilot)
-        await paste_and_diagnose(pilot.app, pilot, openr1_log())
+        await paste_and_diagnose(pilot.app, pilot, log)
         await answer_all(pilot.app, pilot, {"framework": "open-r1", "storage": "network-fs"})
         for key in keys:
             await pilot.press(key)

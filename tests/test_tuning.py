@@ -56,6 +56,8 @@ def test_the_arithmetic_ends_in_the_value_used_said_once(calc, given):
 
 
 def test_heartbeat_default_follows_the_torch_version():
+    assert tuning.default_heartbeat_s("2.2.0") == 120  # off by default in 2.2; 120 s once turned on
+    assert tuning.default_heartbeat_s("2.3.0") == 600
     assert tuning.default_heartbeat_s("2.4.1") == 600
     assert tuning.default_heartbeat_s("2.5.0") == 480
     assert tuning.heartbeat_timeout(facts(torch_version="2.6.0", startup_skew_s=900)).value == 2100  # 2 x 900 + 300
