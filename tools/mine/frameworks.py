@@ -159,6 +159,12 @@ class _Helpers(ast.NodeVisitor):
         for scope, name, assigned in scopes:
             texts = pysource._Texts(assigned, parents)
             for node in pysource._own_nodes(scope):
+                if isinstance(node, ast.Return) and name == "__repr__" and node.value is not None:
+                    texts.at = node  # a state's printed summary (accelerate's `Distributed environment: ...`)
+                    for text in texts.of(node.value):
+                        if pysource._wordy(text):
+                            self.out.append(pysource.Candidate(self.rel, node.lineno, "repr", "info", text.strip("\n"), name))
+                    continue
                 if not isinstance(node, ast.Call) or not node.args:
                     continue
                 level = self._level(node.func)
