@@ -190,6 +190,8 @@ class _Helpers(ast.NodeVisitor):
                 return None
             if func.attr in pysource.LOG_LEVELS and LOGGERS.search(receiver) and not pysource.LOGGER_NAMES.match(receiver):
                 return pysource.LOG_LEVELS[func.attr]
+            if func.attr == "debug" and (LOGGERS.search(receiver) or pysource.LOGGER_NAMES.match(receiver)):
+                return "info"  # debug lines: printed when the user turns logging up (main_process_first's waits)
         return None
 
 
