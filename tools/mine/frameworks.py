@@ -81,7 +81,8 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
          "lightning/pytorch/trainer/trainer.py", "lightning/pytorch/trainer/call.py", "lightning/pytorch/overrides/*.py",
          "lightning/pytorch/callbacks/model_checkpoint.py", "lightning/pytorch/utilities/*.py",
          "lightning/pytorch/loops/*.py", "lightning/pytorch/loops/**/*.py", "lightning/pytorch/core/module.py",
-         "lightning/pytorch/trainer/setup.py"),
+         "lightning/pytorch/trainer/setup.py", "lightning/pytorch/accelerators/*.py",
+         "lightning/pytorch/trainer/connectors/logger_connector/*.py"),
     ),
     "lightning-fabric": (
         "lightning", "lightning",
@@ -131,6 +132,8 @@ HELPERS = {
     "print_json_dist": "info", "log_rank_0": "info", "warn_once": "warn", "print_once": "info",
     "logger_info_once": "info",
 }
+WRAPPERS = {"rank_prefixed_message"}
+KEYWORD_MESSAGES = {"_augment_message": "new_message"}
 LOGGERS = re.compile(r"(?:^|\.)(?:_?log(?:ger)?|_?LOG(?:GER)?|logging|log|_logger|\w+_logger|self\.logger|dist_logger)$")
 
 RELEVANT = re.compile(
@@ -165,20 +168,31 @@ class _Helpers(ast.NodeVisitor):
                         if pysource._wordy(text):
                             self.out.append(pysource.Candidate(self.rel, node.lineno, "repr", "info", text.strip("\n"), name))
                     continue
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in KEYWORD_MESSAGES:
+                    texts.at = node  # a message that replaces an exception's text (Lightning's _augment_message)
+                    for kw in node.keywords:
+                        if kw.arg == KEYWORD_MESSAGES[node.func.id]:
+                            for text in texts.of(kw.value):
+                                self.out.append(pysource.Candidate(self.rel, node.lineno, "augment", "error", text, name))
+                    continue
                 if not isinstance(node, ast.Call) or not node.args:
                     continue
-                level = self._level(node.func)
+                arg = node.args[0]
+                wrapped = isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id in WRAPPERS and bool(arg.args)
+                level = self._level(node.func, wrapped)
+                if wrapped:
+                    arg = arg.args[0]  # log.info(rank_prefixed_message("Received SIGTERM: ...", rank))
                 if level is None:
                     continue
                 texts.at = node
-                for text in texts.of(node.args[0]):
+                for text in texts.of(arg):
                     text = text.strip("\n")
                     if pysource._wordy(text):
                         self.out.append(pysource.Candidate(self.rel, node.lineno, "helper", level, text, name))
         return self.out
 
     @staticmethod
-    def _level(func: ast.AST) -> str | None:
+    def _level(func: ast.AST, wrapped: bool = False) -> str | None:
         if isinstance(func, ast.Name) and func.id in HELPERS:
             return HELPERS[func.id]
         if isinstance(func, ast.Attribute):
@@ -190,6 +204,10 @@ class _Helpers(ast.NodeVisitor):
                 return None
             if func.attr in pysource.LOG_LEVELS and LOGGERS.search(receiver) and not pysource.LOGGER_NAMES.match(receiver):
                 return pysource.LOG_LEVELS[func.attr]
+            if func.attr in ("warn", "info", "deprecation") and receiver.endswith(("warning_cache", "WarningCache()")):
+                return "info" if func.attr == "info" else "warn"  # Lightning's WarningCache (warns once per text)
+            if func.attr in pysource.LOG_LEVELS and wrapped and (LOGGERS.search(receiver) or pysource.LOGGER_NAMES.match(receiver)):
+                return pysource.LOG_LEVELS[func.attr]  # pysource cannot read a wrapped first argument
             if func.attr == "debug" and (LOGGERS.search(receiver) or pysource.LOGGER_NAMES.match(receiver)):
                 return "info"  # debug lines: printed when the user turns logging up (main_process_first's waits)
         return None
