@@ -108,6 +108,7 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
         "torchtitan", "torchtitan",
         "torchtitan: distributed setup, parallel dims, checkpointing, the train loop and its tools",
         ("torchtitan/distributed/*.py", "torchtitan/parallelisms/*.py", "torchtitan/components/*.py",
+         "torchtitan/components/checkpoint/*.py", "torchtitan/components/checkpointer/*.py",
          "torchtitan/train.py", "torchtitan/trainer.py", "torchtitan/utils.py", "torchtitan/checkpoint.py",
          "torchtitan/tools/*.py", "torchtitan/config/*.py", "torchtitan/config_manager.py", "torchtitan/parallel_dims.py"),
     ),
