@@ -131,7 +131,8 @@ HELPERS = {
     "log_dist": "info", "logger_warning_once": "warn", "warning_once": "warn", "warning_advice": "warn",
     "info_once": "info", "print_rank_0": "info", "_print_rank_0": "info", "print_rank0": "info",
     "print_json_dist": "info", "log_rank_0": "info", "warn_once": "warn", "print_once": "info",
-    "logger_info_once": "info",
+    "logger_info_once": "info", "info_rank0": "info", "warning_rank0": "warn", "warning_rank0_once": "warn",
+    "warning_once_rank0": "warn",
 }
 WRAPPERS = {"rank_prefixed_message"}
 KEYWORD_MESSAGES = {"_augment_message": "new_message"}

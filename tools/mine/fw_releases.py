@@ -48,6 +48,11 @@ PLATFORM_ARGS: dict[str, list[str]] = {
     "torch": ["--only-binary=:all:", "--platform", "macosx_11_0_arm64", "--python-version", "3.11"],
 }
 
+# when the small wheel does not exist for a release (torch 2.12+ has no macOS arm64 wheel on PyPI)
+FALLBACK_ARGS: dict[str, list[list[str]]] = {
+    "torch": [["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"]],
+}
+
 
 def pypi_url(package: str, version: str) -> str:
     return f"https://pypi.org/project/{package}/{version}/"
@@ -62,11 +67,16 @@ def fetch(package: str, version: str, cache: Path = DEFAULT_CACHE) -> Path:
     download = cache / f"dl_{package}_{version}"
     shutil.rmtree(download, ignore_errors=True)
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", *PLATFORM_ARGS.get(package, []),
-         "--index-url", "https://pypi.org/simple", f"{package}=={version}", "-d", str(download)],
-        check=True, env=env,
-    )
+    for platform in [PLATFORM_ARGS.get(package, []), *FALLBACK_ARGS.get(package, [])]:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", *platform,
+             "--index-url", "https://pypi.org/simple", f"{package}=={version}", "-d", str(download)],
+            env=env,
+        )
+        if done.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"pip download {package}=={version} failed")
     archive = next(p for p in download.iterdir() if p.suffix in (".whl", ".gz", ".zip"))
     shutil.rmtree(dest, ignore_errors=True)
     (dest / "src").mkdir(parents=True)
