@@ -119,10 +119,6 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
          "llamafactory/hparams/parser.py", "llamafactory/extras/misc.py", "llamafactory/train/tuner.py",
          "llamafactory/train/callbacks.py", "llamafactory/train/trainer_utils.py", "llamafactory/model/loader.py"),
     ),
-    "torch-multiprocessing": (
-        "torch", "torch", "torch.multiprocessing: spawn / start_processes (mp.spawn) process failures",
-        ("torch/multiprocessing/spawn.py", "torch/multiprocessing/*.py"),
-    ),
 }
 
 # calls the frameworks print with that pysource does not know: function name -> level

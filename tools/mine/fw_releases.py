@@ -37,21 +37,14 @@ PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
              ("0.8.5", "0.10.2", "0.15.1", "0.19.1", "0.25.1", "0.33.0")),
     "torchtitan": (("torchtitan/",), ("0.1.0", "0.2.0", "0.2.2", "0.3.0")),
     "llamafactory": (("llamafactory/",), ("0.9.0", "0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5")),
-    # torch.multiprocessing's spawn.py: the macOS arm64 wheel is the smallest that holds the Python sources
-    "torch": (("torch/multiprocessing/",),
-              ("2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0",
-               "2.12.1", "2.13.0")),
 }
 PLATFORM_ARGS: dict[str, list[str]] = {
     "vllm": ["--only-binary=:all:", "--platform", "manylinux_2_31_x86_64", "--platform", "manylinux_2_28_x86_64",
              "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--python-version", "3.12"],
-    "torch": ["--only-binary=:all:", "--platform", "macosx_11_0_arm64", "--python-version", "3.11"],
 }
 
-# when the small wheel does not exist for a release (torch 2.12+ has no macOS arm64 wheel on PyPI)
-FALLBACK_ARGS: dict[str, list[list[str]]] = {
-    "torch": [["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"]],
-}
+# other platforms to try when the first has no wheel for a release (none needed so far)
+FALLBACK_ARGS: dict[str, list[list[str]]] = {}
 
 
 def pypi_url(package: str, version: str) -> str:
