@@ -25,16 +25,16 @@ DEFAULT_CACHE = Path(os.environ.get("FW_MINE_CACHE", "/work/mine/fw"))
 # package -> (import roots kept, releases read: oldest first; the pins of tests/integration/envs
 # among them, and one release about a year older than the pin)
 PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "deepspeed": (("deepspeed/",), ("0.14.5", "0.15.4", "0.16.9", "0.17.6", "0.18.9", "0.19.8")),
-    "accelerate": (("accelerate/",), ("0.34.2", "1.2.1", "1.6.0", "1.10.1", "1.12.0", "1.15.0")),
+    "deepspeed": (("deepspeed/",), ("0.14.5", "0.15.4", "0.16.0", "0.16.9", "0.17.6", "0.18.0", "0.18.9", "0.19.8")),
+    "accelerate": (("accelerate/",), ("0.34.2", "1.0.1", "1.2.1", "1.4.0", "1.6.0", "1.8.1", "1.10.1", "1.12.0", "1.15.0")),
     "transformers": (("transformers/trainer", "transformers/training_args.py", "transformers/integrations/",
                       "transformers/modeling_utils.py", "transformers/utils/import_utils.py",
                       "transformers/utils/versions.py", "transformers/distributed/"),
-                     ("4.46.3", "4.51.3", "4.57.6", "5.5.4", "5.12.1", "5.23.0")),
-    "lightning": (("lightning/pytorch/", "lightning/fabric/"), ("2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6")),
-    "trl": (("trl/",), ("0.14.0", "0.19.1", "0.23.1", "0.29.1", "1.0.0", "1.16.0")),
+                     ("4.46.3", "4.49.0", "4.51.3", "4.53.3", "4.57.6", "5.0.0", "5.5.4", "5.12.1", "5.23.0")),
+    "lightning": (("lightning/pytorch/", "lightning/fabric/"), ("2.2.5", "2.3.3", "2.4.0", "2.5.1", "2.5.6", "2.6.0", "2.6.6")),
+    "trl": (("trl/",), ("0.14.0", "0.16.1", "0.17.0", "0.19.1", "0.21.0", "0.23.1", "0.26.2", "0.29.1", "1.0.0", "1.8.0", "1.16.0")),
     "vllm": (("vllm/distributed/", "vllm/envs.py", "vllm/utils/", "vllm/utils.py"),
-             ("0.8.5", "0.10.2", "0.15.1", "0.19.1", "0.25.1", "0.33.0")),
+             ("0.8.5", "0.9.2", "0.10.2", "0.11.0", "0.15.1", "0.19.1", "0.25.1", "0.33.0")),
     "torchtitan": (("torchtitan/",), ("0.1.0", "0.2.0", "0.2.2", "0.3.0")),
     "llamafactory": (("llamafactory/",), ("0.9.0", "0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5")),
 }
