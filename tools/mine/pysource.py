@@ -52,18 +52,26 @@ class _Texts:
         self.at: ast.AST | None = None
 
     def _reaches(self, assign: ast.AST) -> bool:
-        """An assignment reaches the message call when it comes first and its block encloses the call."""
+        """An assignment reaches the message call when it comes first and the statement list holding it
+        (a function body, one branch of an `if`, a loop body) encloses the call."""
         if self.at is None or not self.parents:
             return True
         if assign.lineno > self.at.lineno:
             return False
-        block = self.parents.get(assign)
+        block = self._block(assign)
         node = self.at
-        while node is not None:
-            if node is block:
+        while node in self.parents:
+            if self._block(node) == block:
                 return True
-            node = self.parents.get(node)
+            node = self.parents[node]
         return False
+
+    def _block(self, node: ast.AST) -> tuple[int, str]:
+        parent = self.parents.get(node)
+        for field, value in ast.iter_fields(parent) if parent is not None else ():
+            if isinstance(value, list) and any(item is node for item in value):
+                return (id(parent), field)
+        return (id(parent), "")
 
     def of(self, node: ast.AST | None, depth: int = 0) -> list[str]:
         if node is None or depth > 4:
@@ -121,7 +129,8 @@ _FIELDS = re.compile(r"\{[^{}]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfix]")
 
 def _wordy(text: str) -> bool:
     """A message worth a candidate: some words left once its placeholders are gone."""
-    return len(re.findall(r"[A-Za-z]{2,}", _FIELDS.sub(" ", text))) >= 2
+    words = re.findall(r"[A-Za-z]{2,}", _FIELDS.sub(" ", text))
+    return len(words) >= 2 or bool(re.fullmatch(r"[A-Z]\w+(?:Error|Exception)", text))
 
 
 def _dedent(text: str) -> str:
@@ -174,8 +183,11 @@ def messages(path: Path, rel: str) -> list[Candidate]:
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     for scope, name in scopes:
         texts = _Texts(_assignments(scope) if name != "<module>" else {}, parents)
+        builds_message = any(w in name.lower() for w in ("msg", "message", "warning"))
         for node in _own_nodes(scope):
             found = _message_of(node, texts)
+            if not found and builds_message and isinstance(node, ast.Return) and node.value is not None:
+                found = ("return-msg", "warn", node.value)  # a helper that builds a warning's text
             if not found:
                 continue
             kind, level, arg = found
@@ -238,6 +250,14 @@ def _message_of(node: ast.AST, texts: _Texts) -> tuple[str, str, ast.AST | None]
         name = _call_name(node.value.func)
         if name and name[1].endswith(("Error", "_error")):
             return (f"return:{name[1]}", "error", node.value.args[0])
+    if isinstance(node, ast.Raise) and (isinstance(node.exc, (ast.Name, ast.Attribute))
+                                        or isinstance(node.exc, ast.Call) and not node.exc.args and not node.exc.keywords):
+        # a bare `raise RendezvousTimeoutError`: the traceback's last line is the class name alone
+        target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        name = ast.unparse(target).rsplit(".", 1)[-1]
+        if name.endswith(("Error", "Exception")) and name not in ("NotImplementedError", "AssertionError"):
+            return ("raise-bare", "error", ast.Constant(value=name))
+        return None
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         exc = node.exc
         try:
