@@ -196,11 +196,19 @@ class KnowledgeBase:
         for (kind, regex, case_sensitive), owned in owners.items():
             first_cause, first_sig = owned[0]
             probes.append(Probe(f"sig:{first_cause}:{first_sig.id}", regex, kind, first_cause, not case_sensitive, tuple(owned)))
+        gated: set[str] = set()
         for msg in self.messages.values():
             owned = self.message_owners.get(msg.id, ())
             kind = "benign" if msg.role == "benign" else "message"
+            software = self.message_files.get(msg.id.split(".", 1)[0], {}).get("software")
+            gate = LINE_GATES.get(software)
+            if gate:
+                gated.add(software)
+            searched = gate is None and bool(owned or msg.captures or msg.sets or msg.event)
             probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
-                                not msg.case_sensitive, (msg, owned)))
+                                not msg.case_sensitive, (msg, owned), searched=searched))
+        for software in sorted(gated):
+            probes.append(Probe(f"gate:{software}", LINE_GATES[software], "gate", software, ignore_case=False))
         for i, cue in enumerate(self.phase_cues):
             probes.append(Probe(f"phase:{i}", cue.regex, "phase", cue.phase, not cue.case_sensitive, recurring="latest"))
         for fw in self.frameworks.values():
@@ -442,6 +450,12 @@ def _load_messages(roots: list[Path], read, errors: list[KBError]) -> tuple[dict
                 messages[msg.id] = msg
     return messages, files
 
+
+LINE_GATES = {"nccl": r"\bNCCL (?:WARN|INFO)\b"}
+"""software whose every printed line carries a marker: its messages are not searched one by one
+but checked on the lines the marker finds (NCCL's `host:pid:tid [dev] NCCL WARN ...`), which keeps
+the scanner's alternation small. Messages of other software that neither point to a cause nor carry
+a fact or an event are passengers too: they explain lines other probes found."""
 
 GENERIC_BENIGN = "harmless-message"
 """the benign cause a `benign` message without `points_to` counts for."""

@@ -133,6 +133,65 @@ def _seq_atoms(items) -> set[str] | None:
     return best
 
 
+MIN_LEAD = 8
+"""a leading literal of several words with fewer characters than this (blanks not counted) finds
+too many lines to stand for its pattern in the scan ..."""
+MIN_WORD = 14
+"""... and so does a single word shorter than this ("checkpoint" is on every save's lines)."""
+_BLANKS = "[ \\t]+"
+
+
+def leading_literals(pattern: str) -> tuple[str, ...] | None:
+    """Regex fragments, one of which every match of `pattern` starts with: the pattern's leading
+    literal text (lower-cased and escaped, a space as a run of blanks), or None.
+
+    The scanner searches for these instead of the whole pattern (an alternation of literals is a
+    small, fast automaton), then runs the pattern itself on the line found and the next one. Only
+    text at the very start qualifies, so a message wrapped onto a second line is still found from
+    its first. A lead stops at a line break the pattern allows: a leading literal must fit on one
+    line, which is why a long one is cut at its last space before MAX_LEAD characters.
+    """
+    try:
+        import re._parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:
+        return None
+    if parsed.state.flags & 0x08:  # (?m): a line anchor inside; keep the pattern whole
+        return None
+    leads = _lead(list(parsed))
+    if not leads or any(len(a.replace(" ", "")) < (MIN_LEAD if " " in a else MIN_WORD) for a in leads):
+        return None
+    return tuple(sorted(re.escape(a.strip()).replace("\\ ", _BLANKS) for a in leads))
+
+
+MAX_LEAD = 24
+
+
+def _lead(items) -> set[str] | None:
+    import re._constants as c
+
+    run = ""
+    for op, arg in items:
+        if op is c.AT and not run:
+            continue  # \b, ^ before the first character constrain nothing a literal would miss
+        if op is c.LITERAL and len(run) < MAX_LEAD:
+            run += chr(arg).lower()
+            continue
+        if run:
+            break
+        if op is c.SUBPATTERN:
+            return _lead(list(arg[-1]))
+        if op is c.BRANCH:
+            branches = [_lead(list(b)) for b in arg[1]]
+            return set().union(*branches) if all(branches) else None
+        return None
+    run = " ".join(run.split())
+    return {run} if run else None
+
+
 def _atom_score(atoms: set[str]) -> tuple[int, int]:
     return (min(len(a) for a in atoms), -len(atoms))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
 
 from advisor.reader import Block, decode
-from advisor.regex import PatternSet, compile_bytes_alternation, compile_pattern, required_atoms
+from advisor.regex import PatternSet, compile_bytes_alternation, compile_pattern, leading_literals, required_atoms
 
 # the longest stretch of text one hit may pull in (a pattern spanning many lines, a giant line)
 MAX_WINDOW = 64 << 10
@@ -27,12 +27,15 @@ class Probe:
 
     id: str
     pattern: str
-    kind: str  # "signature" | "fact" | "phase" | "framework" | "version"
+    kind: str  # "signature" | "message" | "benign" | "fact" | "phase" | "framework" | "version" | "gate"
     owner: str  # cause id, fact extractor id, phase name or framework id
     ignore_case: bool = True
     payload: Any = None
     recurring: str | None = None
     """"first" or "latest" when its listener keeps only the first or the latest values: see `_Recurring`."""
+    searched: bool = True
+    """False for a passenger: it is not part of the alternation that finds hit lines, only checked on
+    the lines other probes (or a `gate` probe that stands for a family of lines) found."""
 
     @property
     def regex(self):
@@ -88,16 +91,33 @@ class ProbeTable:
 
     def without(self, hot: frozenset[int]):
         """The byte alternation of every probe but the `hot` ones (not cached: each holds a DFA)."""
-        parts = [f"(?i:{p.pattern})" if p.ignore_case else f"(?:{p.pattern})"
-                 for i, p in enumerate(self.probes) if i not in hot]
-        return compile_bytes_alternation(parts, ignore_case=False)
+        return self._alternation(frozenset(hot))
 
     @property
     def fast(self):
         if self._fast is None:
-            parts = [f"(?i:{p.pattern})" if p.ignore_case else f"(?:{p.pattern})" for p in self.probes]
-            self._fast = compile_bytes_alternation(parts, ignore_case=False)
+            self._fast = self._alternation(frozenset())
         return self._fast
+
+    def _alternation(self, hot: frozenset[int]):
+        """What the scanner searches for: each searched probe's leading literals when it has long
+        enough ones (advisor.regex.leading_literals), else its whole pattern. Literals keep the
+        automaton small however many messages the KB knows; the line found is then checked
+        against every probe that may match it."""
+        literals: set[str] = set()
+        parts: list[str] = []
+        for i, p in enumerate(self.probes):
+            if i in hot or not p.searched:
+                continue
+            # a recurring probe must hit exactly to turn hot (see _Recurring): keep it whole
+            lead = None if p.recurring else leading_literals(p.pattern)
+            if lead is not None:
+                literals.update(lead)
+            else:
+                parts.append(f"(?i:{p.pattern})" if p.ignore_case else f"(?:{p.pattern})")
+        if literals:
+            parts.append("(?i:" + "|".join(sorted(literals)) + ")")  # fragments, already escaped
+        return compile_bytes_alternation(parts, ignore_case=False)
 
     def matching(self, text: str, atoms_only: bool = False) -> list[int]:
         """Indices of the probes that may match `text` (each is confirmed by its own regex)."""

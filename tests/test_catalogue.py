@@ -1,0 +1,90 @@
+"""The message catalogue as the scanner sees it: every searched message is found by the block path
+(the alternation of leading literals and whole patterns), NCCL's through its line gate, and the
+coverage report has the promised shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.catalogue import coverage, render
+from advisor.reader import iter_blocks
+from advisor.regex import compile_bytes_alternation, leading_literals
+from advisor.scan import scan
+
+
+class Found:
+    def __init__(self):
+        self.ids: set[str] = set()
+
+    def on_hit(self, hit):
+        if hit.probe.id.startswith("msg:"):
+            self.ids.add(hit.probe.id[4:])
+
+
+def block_path_finds(kb, text: str, monkeypatch) -> set[str]:
+    import advisor.scan as scan_module
+
+    monkeypatch.setattr(scan_module, "SMALL_LINES", -1)  # the path a big log takes
+    listener = Found()
+    scan(iter_blocks(text + "\n"), kb.probe_table, [listener])
+    return listener.ids
+
+
+def printed(kb, message) -> str:
+    text = message.sample if message.sample is not None else render(message.text)
+    if kb.message_files[message.id.split(".", 1)[0]]["software"] == "nccl" and "NCCL WARN" not in text and "NCCL INFO" not in text:
+        level = "WARN" if message.level != "info" else "INFO"
+        return f"gpu-node-3:4242:4300 [1] misc/file.cc:123 NCCL {level} {text}"
+    return text
+
+
+def test_every_searched_or_gated_message_is_found_on_the_block_path(kb, monkeypatch):
+    missed = []
+    for probe in kb.probe_table.probes:
+        if not probe.id.startswith("msg:"):
+            continue
+        message = probe.payload[0]
+        gated = kb.message_files[message.id.split(".", 1)[0]]["software"] == "nccl"
+        if not (probe.searched or gated):
+            continue  # a passenger: explained on lines other probes find
+        if message.id not in block_path_finds(kb, printed(kb, message), monkeypatch):
+            missed.append(message.id)
+    assert not missed, f"{len(missed)} messages not found on the block path, e.g. {missed[:10]}"
+
+
+def test_a_passenger_is_explained_on_a_line_another_probe_found(kb, monkeypatch):
+    passengers = [p.payload[0] for p in kb.probe_table.probes if p.id.startswith("msg:") and not p.searched
+                  and kb.message_files[p.payload[0].id.split(".", 1)[0]]["software"] != "nccl"]
+    if not passengers:
+        pytest.skip("every message is searched")
+    message = passengers[0]
+    line = "RuntimeError: " + printed(kb, message) + " (exception)"
+    assert message.id in block_path_finds(kb, line, monkeypatch)
+
+
+def test_leading_literals_stand_for_the_start_of_a_pattern():
+    assert leading_literals("Cannot re-initialize CUDA in forked subprocess") == (r"cannot[ \t]+re\-initialize[ \t]+cud",)
+    assert leading_literals(r"(?:Invalid rank requested|Rank \d+ is out of range)") is None  # "rank" alone is too common
+    assert leading_literals(r"Checkpoint \S+ is about to be saved") is None  # one common word
+    assert leading_literals(r"(?m)^host:\d+ NCCL WARN") is None  # line anchors: kept whole
+    assert leading_literals(r"\bWatchdog caught collective operation timeout") == (r"watchdog[ \t]+caught[ \t]+collecti",)  # cut at MAX_LEAD
+
+
+def test_the_literal_alternation_matches_what_the_literals_say():
+    fragments = sorted(set(leading_literals(r"NET/IB : Got completion from peer (\S+)") or ()) | set(
+        leading_literals(r"op\.preamble\.length <= op\.nbytes\. \d+ vs \d+") or ()))
+    assert fragments
+    alternation = compile_bytes_alternation(["(?i:" + "|".join(fragments) + ")"], ignore_case=False)
+    assert alternation.search(b"x NET/IB : Got completion from peer 10.0.0.1<4000> with status=12")
+    assert alternation.search(b"op.preamble.length <= op.nbytes. 64 vs 32")
+    assert not alternation.search(b"NET/IB: using mlx5_0")
+
+
+def test_coverage_reports_every_component(kb):
+    report = coverage(kb.message_files, kb.messages)
+    assert report["messages"] == len(kb.messages) and report["mapped"] <= report["messages"]
+    assert set(report["components"]) == set(kb.message_files)
+    for name, row in report["components"].items():
+        assert row["messages"] == sum(1 for m in kb.messages if m.split(".", 1)[0] == name)
+        assert row["mapped"] == row["messages"] - row["context"]
+        assert row["mined_from"], f"{name} says where its messages were read"
