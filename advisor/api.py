@@ -100,6 +100,19 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
+MAX_DUMPS = 4096
+
+
+class DumpBody(BaseModel):
+    """One rank's Flight Recorder dump, as `torch._C._distributed_c10d._dump_fr_trace_json()` writes
+    it. Only JSON: pickles are never accepted over HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: Annotated[int, BeforeValidator(_json_integer)] = Field(ge=0, lt=1 << 17, description="the global rank that wrote it")
+    trace: dict[str, Any] = Field(description="the dump: version, pg_config, pg_status, entries")
+
+
 class DiagnoseBody(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": 1.5, "storage": "network-fs"}, "framework": "open-r1"}],
@@ -118,6 +131,8 @@ class DiagnoseBody(BaseModel):
     # the types the schema states, without coercion: "mask_hosts": "yes" or "max_causes": true is a 422
     mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
     max_causes: Annotated[int, BeforeValidator(_json_integer)] = Field(default=5, ge=1, le=50)
+    dumps: list[DumpBody] | None = Field(default=None, max_length=MAX_DUMPS,
+                                         description="Flight Recorder dumps in torch's JSON format, one per rank (the request-size cap applies)")
 
 
 class DiagnoseResponse(Diagnosis):
@@ -386,13 +401,14 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
               summary="Diagnose a log", tags=["diagnosis"])
     def diagnose_log(body: DiagnoseBody) -> DiagnoseResponse:
         """The log's ranked root causes, facts, next questions and fix, plus a markdown reply."""
-        if not body.log.strip(BLANK) and not (body.description or "").strip(BLANK):
+        if not body.log.strip(BLANK) and not (body.description or "").strip(BLANK) and not body.dumps:
             raise HTTPException(status_code=422, detail=[{"field": "log", "message": "empty: send the error text or log"}])
         answers = {key: _answer_text(value) for key, value in body.answers.items()}
+        dumps = _read_dumps(body.dumps) if body.dumps else None
         try:
             result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=answers,
                                               framework=body.framework, mask_hosts=body.mask_hosts,
-                                              max_causes=body.max_causes), kb)
+                                              max_causes=body.max_causes), kb, dumps=dumps)
         except AnswerError as exc:
             raise HTTPException(status_code=422, detail=[{"field": f"answers.{exc.question}", "message": exc.reason}]) from None
         # already validated by the core: serialize once instead of re-validating the response model
@@ -450,6 +466,22 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
 
     app.openapi = openapi
     return app
+
+
+def _read_dumps(bodies: list[DumpBody]) -> list:
+    """The request's dumps through the same checks as files; a bad one is a 422 naming it."""
+    from advisor.fr_dumps import DumpError, parse_dump_object
+
+    dumps, seen = [], set()
+    for i, item in enumerate(bodies):
+        if item.rank in seen:
+            raise HTTPException(status_code=422, detail=[{"field": f"dumps.{i}.rank", "message": f"rank {item.rank} is given twice"}])
+        seen.add(item.rank)
+        try:
+            dumps.append(parse_dump_object(item.trace, item.rank, f"dumps[{i}]"))
+        except DumpError as exc:
+            raise HTTPException(status_code=422, detail=[{"field": f"dumps.{i}.trace", "message": str(exc)}]) from None
+    return dumps
 
 
 def app_from_env() -> FastAPI:
