@@ -217,7 +217,8 @@ def is_specific(cause) -> bool:
     facts = cause.evidence.get("facts", [])
     if any(e["weight"] >= SPECIFIC_LINE for e in lines):
         return True
-    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(lines or cause.evidence.get("symptoms"))
+    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(
+        lines or cause.evidence.get("symptoms") or _from_dumps(cause))
 
 
 def confident(causes, top_real) -> bool:
@@ -246,8 +247,15 @@ def _status(causes, top_real) -> str:
 
 
 def _seen_in_the_log(cause) -> bool:
-    """Some of the cause's evidence comes from a line of the log (line 0 is the description)."""
-    return any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+    """Some of the cause's evidence comes from a line of the log (line 0 is the description), or
+    from the ranks' Flight Recorder dumps (the fr_* facts): recorded, like a log line."""
+    return (any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+            or _from_dumps(cause))
+
+
+def _from_dumps(cause) -> bool:
+    """Some of the cause's evidence is what the Flight Recorder dumps recorded (advisor.fr_join)."""
+    return any(f["fact"].startswith("fr_") and f["weight"] > 0 for f in cause.evidence["facts"])
 
 
 def _headline(status: str, causes, top_real, fix) -> str:
