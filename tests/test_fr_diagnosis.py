@@ -178,7 +178,7 @@ def test_api_dumps(client):
 
 
 @pytest.mark.parametrize("dumps, field, says", [
-    ([{"rank": 0, "trace": "gAJ9cQAu"}], "dumps.0.trace", "dictionary"),  # a pickle, base64: never
+    ([{"rank": 0, "trace": "gAJ9cQAu"}], "dumps.0.trace", "pickles are not accepted"),  # a pickle, base64: never
     ([{"rank": 0, "trace": {"hello": 1}}], "dumps.0.trace", "not a Flight Recorder dump"),
     ([{"rank": 0, "trace": {"entries": {}}}], "dumps.0.trace", "not a list"),
     ([{"rank": -1, "trace": {}}], "dumps.0.rank", ""),
