@@ -28,7 +28,7 @@ from weakref import WeakKeyDictionary
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -100,6 +100,22 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
+MAX_DUMPS = 4096
+MAX_DUMP_RANK = 1 << 17
+# one rank's Flight Recorder dump, as `torch._C._distributed_c10d._dump_fr_trace_json()` writes it;
+# inline in DiagnoseBody's schema (the request schema is self-contained) and checked by _read_dumps
+_DUMP_ITEM = {
+    "type": "object", "additionalProperties": False, "required": ["rank", "trace"],
+    "properties": {
+        "rank": {"type": "integer", "minimum": 0, "exclusiveMaximum": MAX_DUMP_RANK, "description": "the global rank that wrote it"},
+        "trace": {"type": "object", "description": "the dump as JSON: version, pg_config, pg_status, entries (never a pickle)"},
+    },
+}
+DumpList = Annotated[list[dict[str, Any]] | None, WithJsonSchema({
+    "anyOf": [{"type": "array", "maxItems": MAX_DUMPS, "items": _DUMP_ITEM}, {"type": "null"}],
+    "description": "Flight Recorder dumps in torch's JSON format, one per rank (the request-size cap applies)"})]
+
+
 class DiagnoseBody(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": 1.5, "storage": "network-fs"}, "framework": "open-r1"}],
@@ -118,6 +134,7 @@ class DiagnoseBody(BaseModel):
     # the types the schema states, without coercion: "mask_hosts": "yes" or "max_causes": true is a 422
     mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
     max_causes: Annotated[int, BeforeValidator(_json_integer)] = Field(default=5, ge=1, le=50)
+    dumps: DumpList = Field(default=None, max_length=MAX_DUMPS)
 
 
 class DiagnoseResponse(Diagnosis):
@@ -386,13 +403,14 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
               summary="Diagnose a log", tags=["diagnosis"])
     def diagnose_log(body: DiagnoseBody) -> DiagnoseResponse:
         """The log's ranked root causes, facts, next questions and fix, plus a markdown reply."""
-        if not body.log.strip(BLANK) and not (body.description or "").strip(BLANK):
+        if not body.log.strip(BLANK) and not (body.description or "").strip(BLANK) and not body.dumps:
             raise HTTPException(status_code=422, detail=[{"field": "log", "message": "empty: send the error text or log"}])
         answers = {key: _answer_text(value) for key, value in body.answers.items()}
+        dumps = _read_dumps(body.dumps) if body.dumps else None
         try:
             result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=answers,
                                               framework=body.framework, mask_hosts=body.mask_hosts,
-                                              max_causes=body.max_causes), kb)
+                                              max_causes=body.max_causes), kb, dumps=dumps)
         except AnswerError as exc:
             raise HTTPException(status_code=422, detail=[{"field": f"answers.{exc.question}", "message": exc.reason}]) from None
         # already validated by the core: serialize once instead of re-validating the response model
@@ -450,6 +468,36 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
 
     app.openapi = openapi
     return app
+
+
+def _read_dumps(bodies: list[dict[str, Any]]) -> list:
+    """The request's dumps through the same checks as files; a bad one is a 422 naming it."""
+    from advisor.fr_dumps import DumpError, parse_dump_object
+
+    def refuse(field: str, message: str) -> HTTPException:
+        return HTTPException(status_code=422, detail=[{"field": field, "message": message}])
+
+    dumps, seen = [], set()
+    for i, item in enumerate(bodies):
+        extra = sorted(set(item) - {"rank", "trace"})
+        if extra:
+            raise HTTPException(status_code=422, detail=[{"field": f"dumps.{i}.{k}", "message": "Extra inputs are not permitted"}
+                                                         for k in extra[:20]])
+        rank, trace = item.get("rank"), item.get("trace")
+        if isinstance(rank, float) and rank.is_integer():
+            rank = int(rank)
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < MAX_DUMP_RANK:
+            raise refuse(f"dumps.{i}.rank", f"a rank number from 0 to {MAX_DUMP_RANK - 1}")
+        if not isinstance(trace, dict):
+            raise refuse(f"dumps.{i}.trace", "the dump as a JSON object (pickles are not accepted over HTTP)")
+        if rank in seen:
+            raise refuse(f"dumps.{i}.rank", f"rank {rank} is given twice")
+        seen.add(rank)
+        try:
+            dumps.append(parse_dump_object(trace, rank, f"dumps[{i}]"))
+        except DumpError as exc:
+            raise refuse(f"dumps.{i}.trace", str(exc)) from None
+    return dumps
 
 
 def app_from_env() -> FastAPI:

@@ -35,6 +35,7 @@ examples:
   kubectl logs job/train | advisor suggest - --json
   advisor suggest --log rank0.log.gz --interactive
   advisor suggest --describe "保存模型时NCCL超时" --framework llama-factory
+  advisor suggest --log train.log --dumps /tmp/fr-dumps/       # with the ranks' Flight Recorder dumps
   advisor kb check --kb ./team-kb
   advisor kb list --json
   advisor kb coverage
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--error", "-e", metavar="TEXT", help="the error text (one line or several)")
     src.add_argument("--log", "-l", metavar="FILE", help="a log file of any size, plain or gzip")
     src.add_argument("stdin", nargs="?", metavar="-", help="read the log from standard input")
+    suggest.add_argument("--dumps", nargs="+", action="extend", metavar="PATH",
+                         help="Flight Recorder dumps: a folder, files or a glob (torch's pickle or JSON, gzip too); alone or with a log")
     suggest.add_argument("--describe", "-d", metavar="TEXT", help="what you saw, in your own words (any language)")
     suggest.add_argument("--framework", "-f", metavar="NAME", help="llama-factory, open-r1, torchtitan, lightning, trl, transformers, accelerate, deepspeed, pytorch")
     suggest.add_argument("--answer", "-a", action="append", default=[], metavar="ID=VALUE",
@@ -102,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tui = sub.add_parser("tui", help="the guided terminal wizard")
     tui.add_argument("--log", metavar="FILE")
+    tui.add_argument("--dumps", nargs="+", action="extend", metavar="PATH", help="Flight Recorder dumps (a folder, files or a glob)")
     tui.add_argument("--kb", action="append", default=[], metavar="DIR")
     return parser
 
@@ -139,6 +143,8 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdou
         if args.command == "tui":
             from advisor.tui.app import run_tui
 
+            if args.dumps:
+                return _tui_with_dumps(args, err)
             return run_tui(args.log, args.kb)
         parser.print_help(out)
         return EXIT_USAGE
@@ -151,6 +157,18 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdou
     except _kb_invalid() as exc:
         err.write(f"advisor: {exc}\n")
         return EXIT_KB
+
+
+def _tui_with_dumps(args, err: TextIO) -> int:
+    from advisor.fr_dumps import DumpError, read_dumps
+    from advisor.tui.app import run_tui
+
+    try:
+        dumps = read_dumps(args.dumps)
+    except DumpError as exc:
+        err.write(f"advisor: {exc}\n")
+        return EXIT_INPUT
+    return run_tui(args.log, args.kb, dumps=dumps)
 
 
 def _kb_invalid():
@@ -178,10 +196,19 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
     tty = None
     if args.interactive:
         try:
-            tty = _answer_stream(log_on_stdin=args.error is None and args.log is None and not (args.stdin is None and args.describe))
+            tty = _answer_stream(log_on_stdin=args.error is None and args.log is None and not (args.stdin is None and (args.describe or args.dumps)))
         except InputError as exc:
             err.write(f"advisor: {exc}\n")
             return EXIT_USAGE
+    dumps = None
+    if args.dumps:
+        from advisor.fr_dumps import DumpError, read_dumps
+
+        try:  # before the log: a bad dump is reported without reading a big log first
+            dumps = read_dumps(args.dumps)
+        except DumpError as exc:
+            err.write(f"advisor: {exc}\n")
+            return EXIT_INPUT
     try:
         source, size = _open_input(args, stdin, err)
     except InputError as exc:
@@ -203,10 +230,14 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
     except InputError as exc:  # a stream that breaks off part-way (a truncated .gz)
         err.write(f"advisor: {exc}\n")
         return EXIT_INPUT
-    if reading.stats.bytes == 0 and not args.describe:
+    if dumps is not None:
+        from advisor.fr_join import attach_dumps
+
+        attach_dumps(reading, *dumps)
+    elif reading.stats.bytes == 0 and not args.describe:
         err.write("advisor: the input is empty: paste the error text, or give --log FILE (see advisor suggest --help)\n")
         return EXIT_INPUT
-    if getattr(source, "blank", False) and not args.describe:
+    if getattr(source, "blank", False) and not args.describe and dumps is None:
         err.write("advisor: the input is empty (only blank lines and spaces): paste the error text, or give --log FILE (see advisor suggest --help)\n")
         return EXIT_INPUT
     color = _use_color(args.color, out)
@@ -256,9 +287,11 @@ def _open_input(args, stdin: BinaryIO | None, err: TextIO) -> tuple[str | Binary
         return open_log(args.log)
     if args.stdin not in (None, "-"):
         raise InputError(f"unexpected argument {args.stdin!r}: use --log FILE for a file, or - for standard input")
+    if args.stdin is None and args.dumps:
+        return "", 0  # the dumps alone: standard input is not read unless `-` asks for it
     stream = stdin or sys.stdin.buffer
     if args.stdin is None and args.describe is None and hasattr(stream, "isatty") and stream.isatty():
-        raise InputError("no input: give --error TEXT, --log FILE, or pipe a log (e.g. `advisor suggest - < train.log`)")
+        raise InputError("no input: give --error TEXT, --log FILE, --dumps PATH, or pipe a log (e.g. `advisor suggest - < train.log`)")
     if args.stdin is None and args.describe is not None:
         return "", 0
     if hasattr(stream, "isatty") and stream.isatty():

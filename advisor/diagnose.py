@@ -7,7 +7,7 @@ Every front end (CLI, HTTP API, TUI) calls `diagnose` and only formats what it r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Callable
+from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from advisor.answers import apply_answers
 from advisor.facts import FactCollector
@@ -22,6 +22,9 @@ from advisor.redact import Redactor
 from advisor.scan import ScanStats, scan
 from advisor.similar import similar_candidates
 from advisor.timers import explain_timeout
+
+if TYPE_CHECKING:
+    from advisor.fr_models import FlightRecorderSummary, FrDump
 
 # free text shorter than this is also compared with the causes' symptom phrases
 PROSE_LIMIT = 4000
@@ -39,6 +42,8 @@ class LogReading:
     prose: str
     error_lines: list[tuple[int, str]]
     """a bounded sample of failure-looking lines (line number, text), for the similar-text fallback."""
+    flight_recorder: "FlightRecorderSummary | None" = None
+    """what the Flight Recorder dumps show (advisor.fr_join.attach_dumps), joined in `conclude`."""
 
 
 def read_log(
@@ -72,6 +77,10 @@ def read_log(
 def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -> Diagnosis:
     """Rank, ask and fix, given a reading and the request's answers. Does not touch `reading`."""
     facts = reading.facts.model_copy(deep=True)
+    if reading.flight_recorder is not None:
+        from advisor.fr_join import join_facts
+
+        join_facts(facts, reading.flight_recorder, log_read=reading.stats.bytes > 0)
     answered = apply_answers(kb, facts, request.answers, request.framework)
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
@@ -95,7 +104,8 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         fix=fix,
         notices=_input_notices(kb, facts, request)
         + [Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
-        ranks=rank_picture(facts),
+        ranks=_ranks(facts, reading.flight_recorder),
+        flight_recorder=reading.flight_recorder,
         messages=recognised_messages(kb, reading.signatures),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
         timeout=explain_timeout(kb, facts),
@@ -108,11 +118,27 @@ def diagnose(
     kb: KnowledgeBase | None = None,
     stream: BinaryIO | None = None,
     on_progress: Callable[[int], None] | None = None,
+    dumps: "list[FrDump] | None" = None,
 ) -> Diagnosis:
-    """Diagnose `request.log` (or `stream`, for files too big to hold in memory)."""
+    """Diagnose `request.log` (or `stream`, for files too big to hold in memory), with the
+    ranks' Flight Recorder dumps when there are any."""
     kb = kb or load_kb()
     source = stream if stream is not None else (request.log or b"")
-    return conclude(kb, read_log(kb, source, request.description, on_progress), request)
+    reading = read_log(kb, source, request.description, on_progress)
+    if dumps:
+        from advisor.fr_join import attach_dumps
+
+        attach_dumps(reading, dumps)
+    return conclude(kb, reading, request)
+
+
+def _ranks(facts: Facts, fr: "FlightRecorderSummary | None") -> list[RankRow]:
+    rows = rank_picture(facts)
+    if fr is None:
+        return rows
+    from advisor.fr_join import join_ranks
+
+    return join_ranks(rows, fr)
 
 
 def _input_notices(kb: KnowledgeBase, facts: Facts, request: DiagnoseRequest) -> list[Notice]:
@@ -191,7 +217,8 @@ def is_specific(cause) -> bool:
     facts = cause.evidence.get("facts", [])
     if any(e["weight"] >= SPECIFIC_LINE for e in lines):
         return True
-    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(lines or cause.evidence.get("symptoms"))
+    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(
+        lines or cause.evidence.get("symptoms") or _from_dumps(cause))
 
 
 def confident(causes, top_real) -> bool:
@@ -220,8 +247,15 @@ def _status(causes, top_real) -> str:
 
 
 def _seen_in_the_log(cause) -> bool:
-    """Some of the cause's evidence comes from a line of the log (line 0 is the description)."""
-    return any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+    """Some of the cause's evidence comes from a line of the log (line 0 is the description), or
+    from the ranks' Flight Recorder dumps (the fr_* facts): recorded, like a log line."""
+    return (any(e["line"] > 0 for e in cause.evidence["lines"]) or any((f.get("line") or 0) > 0 for f in cause.evidence["facts"])
+            or _from_dumps(cause))
+
+
+def _from_dumps(cause) -> bool:
+    """Some of the cause's evidence is what the Flight Recorder dumps recorded (advisor.fr_join)."""
+    return any(f["fact"].startswith("fr_") and f["weight"] > 0 for f in cause.evidence["facts"])
 
 
 def _headline(status: str, causes, top_real, fix) -> str:

@@ -106,6 +106,14 @@ _SPECS = [
     FactSpec("uses_deepspeed", "bool", "DeepSpeed creates the process group (ZeRO under HF Trainer, accelerate or Lightning, or the deepspeed launcher)"),
     FactSpec("use_cpu", "bool", "HF TrainingArguments use_cpu / no_cuda: training on CPU with gloo"),
     FactSpec("resumed", "bool", "the run resumed from a checkpoint past step 0"),
+    # from Flight Recorder dumps (advisor.fr_join)
+    FactSpec("fr_mismatch", "bool", "Flight Recorder: ranks issued different collectives (op, sizes or dtypes) at the same sequence number"),
+    FactSpec("fr_stragglers", "list", "Flight Recorder: ranks with a dump that never entered the collective the others wait in"),
+    FactSpec("fr_missing_ranks", "list", "Flight Recorder: ranks without a usable dump"),
+    FactSpec("fr_missing_culprits", "list", "Flight Recorder: ranks the others wait for that left no usable dump (dead, or the dump was lost)"),
+    FactSpec("fr_dead_rank", "bool", "Flight Recorder: the rank the others wait for left no dump, and the log shows it exiting"),
+    FactSpec("fr_culprit_activity", "list", "Flight Recorder: what the stacks of the culprits' last collectives show them doing",
+             ("save", "eval", "data", "logging")),
 ]
 FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 

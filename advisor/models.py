@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.fr_models import FlightRecorderSummary
+
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -29,7 +31,7 @@ class FailureEvent(Model):
 
 class FactValue(Model):
     value: Any
-    origin: Literal["log", "answer", "inferred", "flag"] = "log"
+    origin: Literal["log", "answer", "inferred", "flag", "dump"] = "log"
     line: int | None = None
     text: str | None = None
     detail: str | None = None
@@ -145,6 +147,8 @@ class RankRow(Model):
     op: str | None = None
     last_enqueued: int | None = None
     last_completed: int | None = None
+    last_collective: str | None = Field(default=None, description="its last collective in the Flight Recorder dumps")
+    flight_recorder: Literal["waiting", "behind", "mismatch", "in-step", "no-dump", "unknown"] | None = None
 
 
 class RecognisedMessage(Model):
@@ -207,6 +211,7 @@ class Diagnosis(Model):
     redactions: int = 0
     version: str = "1"
     timeout: TimeoutReport | None = Field(default=None, description="in a timeout diagnosis: which clock fired and where its value came from")
+    flight_recorder: FlightRecorderSummary | None = Field(default=None, description="what the Flight Recorder dumps show (--dumps)")
 
 
 class DiagnoseRequest(Model):

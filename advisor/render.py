@@ -99,9 +99,20 @@ def _indent(text: str, prefix: str = "  ", width: int = 100) -> str:
 
 
 def rank_picture(rows: list[RankRow], max_cells: int = 64) -> list[str]:
-    """Which rank stopped where, as a strip of one character per rank plus a legend."""
+    """Which rank stopped where, as a strip of one character per rank plus a legend; with
+    Flight Recorder dumps, a second strip with each rank's last collective."""
     if not rows:
         return []
+    lines: list[str] = []
+    from_dumps_only = all(r.state == "silent" and r.flight_recorder for r in rows)
+    if not from_dumps_only:
+        lines += _log_picture(rows, max_cells)
+    if any(r.flight_recorder for r in rows):
+        lines += _dump_picture(rows, max_cells)
+    return lines
+
+
+def _log_picture(rows: list[RankRow], max_cells: int) -> list[str]:
     shown = rows[:max_cells]
     symbol = {"timed-out": "T", "failed": "F", "silent": ".", "printed": "p"}
     first, last = shown[0].rank, shown[-1].rank
@@ -124,6 +135,66 @@ def rank_picture(rows: list[RankRow], max_cells: int = 64) -> list[str]:
     if len(by_seq) > 1:
         lines.append("  ranks stopped at different sequence numbers: they were out of step (collective mismatch or a skipped call)")
     return lines
+
+
+_FR_SYMBOL = {"waiting": ("W", "waiting"), "behind": ("B", "never entered it"), "mismatch": ("M", "mismatched"),
+              "in-step": ("=", "in step"), "no-dump": ("x", "no usable dump"), "unknown": ("?", "unclear")}
+
+
+def _dump_picture(rows: list[RankRow], max_cells: int) -> list[str]:
+    shown = [r for r in rows if r.flight_recorder][:max_cells]
+    strip = "".join(_FR_SYMBOL[r.flight_recorder][0] for r in shown)
+    total = sum(1 for r in rows if r.flight_recorder)
+    lines = [f"dumps {shown[0].rank}-{shown[-1].rank}: {strip}" + (f" ... (+{total - len(shown)} more)" if total > len(shown) else "")]
+    groups: dict[tuple, list[int]] = {}
+    for r in rows:
+        if r.flight_recorder:
+            groups.setdefault((r.flight_recorder, r.last_collective or ""), []).append(r.rank)
+    order = list(_FR_SYMBOL)
+    for (status, last), ranks in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), kv[1][0]))[:12]:
+        symbol, label = _FR_SYMBOL[status]
+        lines.append(f"  {symbol} {label}: {_ranges(ranks)}" + (f", last: {last}" if last else ""))
+    return lines
+
+
+def flight_recorder_lines(d: Diagnosis, verbose: bool = False, width: int = 100) -> list[str]:
+    """The short Flight Recorder section: which dumps, the culprits and why, the first mismatch,
+    the ranks without a dump, notes."""
+    fr = d.flight_recorder
+    if fr is None:
+        return []
+    formats = sorted({f"{x.format} format {x.version}" + (f" (torch {x.torch})" if x.torch else "") for x in fr.dumps if x.version})
+    backends = sorted({x.backend for x in fr.dumps if x.backend})
+    head = f"{len(fr.dumps)} dump{'s' if len(fr.dumps) != 1 else ''}"
+    details = ", ".join(formats + backends)
+    lines = [head + (f": {details}" if details else "")]
+    for rank in fr.culprits[: (16 if verbose else 4)]:
+        why = fr.why.get(str(rank), "")
+        lines.append(_clip(f"culprit rank {rank}: {why}", width, verbose))
+        frames = fr.culprit_frames.get(str(rank), [])
+        if frames:
+            stack = " < ".join(f"{f.name} ({f.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.line})" for f in frames[: (8 if verbose else 4)])
+            lines.append(_clip(f"  stack: {stack}", width, verbose))
+    if len(fr.culprits) > (16 if verbose else 4):
+        lines.append(f"... and ranks {_ranges(fr.culprits[(16 if verbose else 4):])}")
+    m = fr.first_mismatch
+    if m is not None:
+        sides = "; ".join(f"rank {r}: {x.get('op')} {x.get('sizes')} {'/'.join(x.get('dtypes') or [])}".rstrip()
+                          + (f" in {x['where']}" if x.get("where") else "") for r, x in list(m.by_rank.items())[:6])
+        label = f"{m.pg} ({m.desc})" if m.desc else m.pg
+        lines.append(_clip(f"first mismatch: collective #{m.seq} of group {label} differs in {m.kind}: {sides}", width, verbose))
+    if not fr.culprits and m is None and fr.ranks_dumped:
+        lines.append("no rank is behind and no collective differs between the dumps")
+    if fr.ranks_missing:
+        lines.append(f"no usable dump from rank{'s' if len(fr.ranks_missing) > 1 else ''} {_ranges(fr.ranks_missing)}")
+    for note in fr.notes[: (12 if verbose else 2)]:
+        lines.append(_clip(f"note: {note}", width, verbose))
+    return lines
+
+
+def _clip(text: str, width: int, verbose: bool) -> str:
+    limit = max(width * 3, 120) if not verbose else 2000
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -208,6 +279,14 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
                 sign = "+" if f["weight"] >= 0 else ""
                 out.append(f"  {s.dim('fact')} {f['fact']}={f['value']} ({sign}{f['weight']}): {f['why'][: width - 30]}")
             out.append("")
+
+    fr_lines = flight_recorder_lines(d, verbose, width)
+    if fr_lines:
+        out.append(s.bold("Flight Recorder"))
+        for line in fr_lines:
+            out.extend(textwrap.wrap(line, width=max(width - 4, 20), initial_indent="  ", subsequent_indent="      ",
+                                     break_on_hyphens=False, break_long_words=False) or ["  "])
+        out.append("")
 
     picture = rank_picture(d.ranks)
     if picture:
@@ -317,6 +396,11 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
             evidence.append(f"{where}: {e['text']}")
         for f in top.evidence.get("facts", [])[:max_evidence]:
             evidence.append(f"fact {f['fact']}={f['value']} ({f['weight']:+}): {f['why']}")
+    fr_lines = flight_recorder_lines(d)
+    if fr_lines:
+        out.append("### Flight Recorder")
+        out.extend("- " + _md_escape(line).replace("`", "'") for line in fr_lines)
+        out.append("")
     picture = rank_picture(d.ranks)
     meanings = [f"line {m.line}: {m.text.strip()[:200]}\n    -> {' '.join(m.meaning.split())}" for m in d.messages if m.role != "benign"][:6]
     if meanings:

@@ -8,13 +8,14 @@ input accepted, and so on. Once without an API key, and once with one configured
 `Authorization: Bearer`, so the authenticated path is fuzzed too; and once with the key configured
 but not sent, where every route but /healthz must answer a documented 401.
 
-One exemption, and only from positive_data_acceptance: POST /v1/diagnose checks two things that JSON
-Schema cannot state, so a schema-valid body may get 422 for them. `answers` are checked against the
-knowledge base's questions (their ids and per-question value grammars, which team KB directories can
-extend at run time), and a body needs a `log` or a `description` that is not blank (one of two
-fields, blank after Python's str.strip(), which the schema's regex dialect cannot match exactly).
-Such a 422 must still name exactly those fields and conform to the schema; any other rejection of
-schema-valid data fails.
+One exemption, and only from positive_data_acceptance: POST /v1/diagnose checks three things that
+JSON Schema cannot state, so a schema-valid body may get 422 for them. `answers` are checked against
+the knowledge base's questions (their ids and per-question value grammars, which team KB directories
+can extend at run time); a body needs a `log` or a `description` that is not blank (one of two
+fields, blank after Python's str.strip(), which the schema's regex dialect cannot match exactly);
+and each of `dumps` must be a Flight Recorder dump (read by the same checks as a dump file) from a
+rank no other dump names. Such a 422 must still name exactly those fields and conform to the schema;
+any other rejection of schema-valid data fails.
 
 Schemathesis draws `answers` keys at random, so it almost never reaches the tuning calculators
 behind a valid answer; a second property test draws answers from the KB's own questions (valid,
@@ -91,7 +92,9 @@ def _rejected_for_what_the_schema_cannot_say(case, response) -> bool:
         return False
     detail = response.json().get("detail")
     return bool(detail) and all(
-        d["field"].startswith("answers.") or (d["field"] == "log" and d["message"].startswith("empty")) for d in detail)
+        d["field"].startswith("answers.") or (d["field"] == "log" and d["message"].startswith("empty"))
+        or (d["field"].startswith("dumps.") and d["field"].endswith((".trace", ".rank")) and d["message"].startswith(("dumps[", "rank ")))
+        for d in detail)
 
 
 def _call_and_validate(case, headers: dict[str, str] | None = None) -> None:

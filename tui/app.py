@@ -74,10 +74,12 @@ class AdvisorApp(App):
     | f2 | show or hide the side panel |
     """
 
-    def __init__(self, kb: KnowledgeBase | None = None, log_path: str | None = None, save_dir: str | Path = ".") -> None:
+    def __init__(self, kb: KnowledgeBase | None = None, log_path: str | None = None, save_dir: str | Path = ".",
+                 dumps: tuple[list, list[str]] | None = None) -> None:
         super().__init__()
         self.kb = kb or load_kb()
         self.log_path = log_path
+        self.dumps = dumps  # Flight Recorder dumps read by the caller (advisor.fr_dumps.read_dumps): (dumps, notes)
         self.save_dir = Path(save_dir)
         self.reading: LogReading | None = None
         self.answers: dict[str, str] = {}
@@ -112,8 +114,14 @@ class AdvisorApp(App):
         self.say("Paste the error or the log of the failed job below (or type the path of a log file), "
                  "then press ctrl+g. I will ask only what changes the answer.")
         self.query_one("#paste", TextArea).focus()  # keys typed while a --log file is read are not lost
+        if self.dumps:
+            self.say(f"I have {len(self.dumps[0])} Flight Recorder dump(s); I read them with the log.")
         if self.log_path:
             self.start(self.log_path, is_path=True)
+        elif self.dumps:  # the dumps alone
+            self.read_gen += 1
+            self.reading_now = True
+            self._read("", False, self.read_gen)
 
     # --- conversation ----------------------------------------------------------------------
 
@@ -180,6 +188,10 @@ class AdvisorApp(App):
         except InputError as exc:
             self._from_thread(self._read_failed, gen, str(exc), source if is_path else None)
             return
+        if self.dumps:
+            from advisor.fr_join import attach_dumps
+
+            attach_dumps(reading, *self.dumps)
         self._from_thread(self._read_done, reading, gen)
 
     def _from_thread(self, callback, *args) -> None:
@@ -214,6 +226,10 @@ class AdvisorApp(App):
         self.reading = reading
         self.refresh_diagnosis()
         d = self.diagnosis
+        if d.flight_recorder is not None:
+            from advisor.render import flight_recorder_lines
+
+            self.say(Text("Flight Recorder: " + "\n".join(flight_recorder_lines(d)[:4])))
         top = next((c for c in d.causes if not c.benign), None)
         if d.status == "no-match" and d.causes and d.causes[0].benign:
             self.say(d.headline)  # only harmless lines: says so, with no confidence to show
@@ -427,6 +443,6 @@ def _preview(text: str, lines: int = 6, width: int = 200) -> str:
     return shown + (f"\n... ({more} more lines)" if more > 0 else "")
 
 
-def run_tui(log_path: str | None = None, kb_dirs: list[str] | None = None) -> int:
-    AdvisorApp(load_kb(kb_dirs or []), log_path=log_path).run()
+def run_tui(log_path: str | None = None, kb_dirs: list[str] | None = None, dumps: tuple[list, list[str]] | None = None) -> int:
+    AdvisorApp(load_kb(kb_dirs or []), log_path=log_path, dumps=dumps).run()
     return 0
