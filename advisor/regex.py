@@ -68,11 +68,15 @@ def compile_pattern(pattern: str, ignore_case: bool = True, wrap: bool = True):
 
 
 def compile_bytes_alternation(patterns: list[str], ignore_case: bool = True):
-    """One RE2 program matching any of `patterns` on raw bytes: the scanner's fast path."""
+    """One RE2 program matching any of `patterns` on raw bytes: the scanner's fast path.
+
+    Compiled outside re2.compile's cache: that cache (an lru_cache of 128 programs) would keep
+    every alternation the scanner ever built alive, each with its DFA (tens of MB for the KB's
+    thousand probes), long after the scanner dropped it."""
     parts = [f"(?:{strip_named_groups(wrap_tolerant(p))})" for p in patterns]
     source = "|".join(parts) if parts else r"[^\s\S]"
     try:
-        return re2.compile(source.encode(), options=_options(case_sensitive=not ignore_case))
+        return re2._Regexp(source.encode(), _options(case_sensitive=not ignore_case))
     except re2.error as exc:  # pragma: no cover - each part was already compiled on its own
         raise PatternError(str(exc)) from None
 
