@@ -410,11 +410,15 @@ def distinct_patterns(groups: dict[str, list[str]], fixed: dict[str, str]) -> tu
     from advisor.regex import compile_pattern
 
     rendered = {mid: [render(t) for t in texts] for mid, texts in groups.items()}
-    # an index by a few literal words keeps this from being quadratic in regex runs
+    lowered = {mid: [re.sub(r"\s+", " ", r.lower()) for r in rs] for mid, rs in rendered.items()}
     patterns, unresolved = {}, []
     for mid, texts in groups.items():
         if mid in fixed:
             patterns[mid] = fixed[mid]
+            continue
+        literal = literal_pattern(texts, [r for other, rs in lowered.items() if other != mid for r in rs])
+        if literal is not None:
+            patterns[mid] = literal
             continue
         longest = max(len(_segments(t)) for t in texts)
         for extra in range(0, longest + 1):
@@ -426,6 +430,49 @@ def distinct_patterns(groups: dict[str, list[str]], fixed: dict[str, str]) -> tu
         patterns[mid] = p
         unresolved += [(mid, other) for other in clash]
     return patterns, unresolved
+
+
+MIN_LITERAL = 14
+"""the shortest literal that may stand alone as a message's pattern (shorter ones are too common)."""
+MAX_LITERAL = 48
+
+
+DISTINCT_LITERAL = 26
+"""a literal of plain words must be at least this long; shorter ones need a technical token."""
+_TECHNICAL = re.compile(r"[A-Z]{2,}|[a-z][A-Z]|[_/=<>()\[\]#]|\w\.\w|\d|\w:")
+
+
+def literal_pattern(texts: list[str], others: list[str]) -> str | None:
+    """The cheapest pattern for the scanner: a run of whole words of the message, at least
+    MIN_LITERAL characters, found in every wording and in no other message's line. Few spaces
+    (each space also matches a line break, which costs the scanner's automaton): the message's own
+    start when it qualifies with at most four, else the run with the fewest, earliest and shortest
+    first. None when no run qualifies."""
+    spans = []
+    for k, piece in enumerate(p for kind, p in _segments(texts[0]) if kind == "lit"):
+        words = [(m.start(), m.end()) for m in re.finditer(r"\S+", piece)]
+        for i in range(len(words)):
+            for j in range(i, min(i + 4, len(words))):
+                lit = piece[words[i][0]:words[j][1]]
+                if len(lit) < MIN_LITERAL or len(lit) > MAX_LITERAL or len(re.sub(r"[^A-Za-z]", "", lit)) < 6:
+                    continue
+                if len(lit) < DISTINCT_LITERAL and not _TECHNICAL.search(lit):
+                    continue  # "is not available": plain words that other software prints too
+                spaces = len(re.findall(r"\s+", lit))
+                leading = k == 0 and i == 0
+                spans.append((spaces > (4 if leading else 3), not leading, spaces, k, words[i][0], len(lit), lit))
+    rendered = [render_lower(t) for t in texts]
+    for *_, lit in sorted(spans):
+        low = re.sub(r"\s+", " ", lit.lower())
+        if all(low in re.sub(r"\s+", " ", r) for r in rendered) and not any(low in o for o in others):
+            return _escape(lit)
+    return None
+
+
+def render_lower(text: str) -> str:
+    from advisor.catalogue import render
+
+    return render(text).lower()
 
 
 def _matches_all(pattern: str, texts: list[str], case_sensitive: bool, sample: str | None = None) -> bool:
