@@ -41,7 +41,7 @@ import nccl_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KB_MESSAGES = ROOT / "kb" / "messages"
-DEFAULT_CACHE = Path(os.environ.get("NCCL_MINE_CACHE", "/work/mine/nccl"))
+DEFAULT_CACHE = Path(os.environ.get("NCCL_MINE_CACHE", Path.home() / ".cache" / "nccl-advisor" / "mine-nccl"))
 REPO_URL = "https://github.com/NVIDIA/nccl"
 
 # The NCCL each torch wheel on PyPI pins (Requires-Dist nvidia-nccl-cu12/-cu13==X of torch's METADATA,
@@ -251,9 +251,16 @@ def literal_of(text: str) -> str:
 nccl_source_placeholder = re.compile(r"%%|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcspn]")
 
 
+# Formats without words that are still worth an entry: NCCL's error trail (each function an error
+# passes through prints "file.cc:123 -> 2"; the number is the ncclResult_t).
+KEEP_BARE = {"%s:%d -> %d", "%s:%d -> %d (%s)"}
+
+
 def keep(level: str, text: str) -> bool:
     if level == "trace":
         return False
+    if text in KEEP_BARE:
+        return level == "info"
     literal = re.sub(r"[^A-Za-z]", "", literal_of(text))
     if len(literal) < 6:
         return False  # "%s", "%s: %s": nothing to recognise the line by
@@ -704,15 +711,16 @@ HEADER = ("# Mined by tools/mine/nccl.py from NCCL's sources at each release tag
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repo", default=os.environ.get("NCCL_REPO", "/work/.mirror/NVIDIA+nccl/repo"),
-                    help="a git clone of github.com/NVIDIA/nccl with its release tags (bare is fine)")
+    ap.add_argument("--repo", default=os.environ.get("NCCL_REPO"), required="NCCL_REPO" not in os.environ,
+                    help="a git clone of github.com/NVIDIA/nccl with its release tags (bare is fine); or $NCCL_REPO")
     ap.add_argument("--from", dest="lo", default="2.18.1", help="first NCCL release to mine (default: what torch 2.1 pins)")
     ap.add_argument("--to", dest="hi", default="2.29.7", help="last NCCL release to mine (default: what torch 2.13 pins)")
     ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
     ap.add_argument("--binaries", choices=("none", "pinned", "all"), default="all",
                     help="which releases' wheels to read the library strings of (default: every mined one on PyPI)")
     ap.add_argument("--no-download", action="store_true", help="use only libraries already in the cache")
-    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where tag extracts and library strings are kept (outside the repo)")
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE),
+                    help="where tag extracts and library strings are kept, outside the repo (default %(default)s or $NCCL_MINE_CACHE)")
     ap.add_argument("--kb", default=str(KB_MESSAGES), help="the kb/messages directory to refresh")
     ap.add_argument("--dry-run", action="store_true", help="write nothing")
     ap.add_argument("--report", action="store_true", help="print counts, new entries, dropped wordings")
