@@ -40,7 +40,7 @@ def _options(case_sensitive: bool = True) -> re2.Options:
 _PROTECTED = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]| +")
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def wrap_tolerant(pattern: str) -> str:
     """Rewrite runs of literal spaces outside character classes into `WRAP_SPACE`."""
     if " " not in pattern:
@@ -51,6 +51,7 @@ def wrap_tolerant(pattern: str) -> str:
 _NAMED_GROUP = re.compile(r"\\.|\(\?P<\w+>")
 
 
+@functools.lru_cache(maxsize=16384)
 def strip_named_groups(pattern: str) -> str:
     """Turn `(?P<name>...)` into `(?:...)` so many patterns can share one alternation."""
     return _NAMED_GROUP.sub(lambda m: "(?:" if m.group(0)[0] == "(" else m.group(0), pattern)
@@ -68,11 +69,15 @@ def compile_pattern(pattern: str, ignore_case: bool = True, wrap: bool = True):
 
 
 def compile_bytes_alternation(patterns: list[str], ignore_case: bool = True):
-    """One RE2 program matching any of `patterns` on raw bytes: the scanner's fast path."""
+    """One RE2 program matching any of `patterns` on raw bytes: the scanner's fast path.
+
+    Compiled outside re2.compile's cache: that cache (an lru_cache of 128 programs) would keep
+    every alternation the scanner ever built alive, each with its DFA (tens of MB for the KB's
+    thousand probes), long after the scanner dropped it."""
     parts = [f"(?:{strip_named_groups(wrap_tolerant(p))})" for p in patterns]
     source = "|".join(parts) if parts else r"[^\s\S]"
     try:
-        return re2.compile(source.encode(), options=_options(case_sensitive=not ignore_case))
+        return re2._Regexp(source.encode(), _options(case_sensitive=not ignore_case))
     except re2.error as exc:  # pragma: no cover - each part was already compiled on its own
         raise PatternError(str(exc)) from None
 
