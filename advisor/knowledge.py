@@ -201,10 +201,9 @@ class KnowledgeBase:
             owned = self.message_owners.get(msg.id, ())
             kind = "benign" if msg.role == "benign" else "message"
             software = self.message_files.get(msg.id.split(".", 1)[0], {}).get("software")
-            gate = LINE_GATES.get(software)
-            if gate:
+            if software in LINE_GATES:
                 gated.add(software)
-            searched = gate is None and bool(owned or msg.captures or msg.sets or msg.event)
+            searched = bool(owned or msg.captures or msg.sets or msg.event)
             probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
                                 not msg.case_sensitive, (msg, owned), searched=searched))
         for software in sorted(gated):
@@ -451,11 +450,11 @@ def _load_messages(roots: list[Path], read, errors: list[KBError]) -> tuple[dict
     return messages, files
 
 
-LINE_GATES = {"nccl": r"\bNCCL (?:WARN|INFO)\b"}
-"""software whose every printed line carries a marker: its messages are not searched one by one
-but checked on the lines the marker finds (NCCL's `host:pid:tid [dev] NCCL WARN ...`), which keeps
-the scanner's alternation small. Messages of other software that neither point to a cause nor carry
-a fact or an event are passengers too: they explain lines other probes found."""
+LINE_GATES = {"nccl": r"\bNCCL (?:WARN|INFO)\b|Last error:[ \t]*\n[^\n]{3}"}
+"""lines that hold a software's messages: NCCL prints each with `NCCL WARN`/`NCCL INFO`, and torch
+repeats the last one on the line after `Last error:`. A message that neither points to a cause nor
+carries a fact or an event is not searched for itself (that keeps the scanner's automaton small): it
+is a passenger, explained on the lines other probes, or its software's gate, find."""
 
 GENERIC_BENIGN = "harmless-message"
 """the benign cause a `benign` message without `points_to` counts for."""

@@ -226,7 +226,10 @@ class _Recurring:
             # promote the probes well on their way too: each promotion compiles a new alternation
             probes = self.table.probes
             rising = [j for j, n in enumerate(self.counts) if n >= HOT_AFTER // 4 and probes[j].recurring]
-            for j in {*rising, i} - self.hot:
+            new = {*rising, i} - self.hot
+            if not new:
+                return  # promoted with the others already: the alternation in use leaves it out
+            for j in new:
                 self.hot.add(j)
                 p = probes[j]
                 if p.recurring == "latest":
