@@ -58,7 +58,7 @@ def read_log(
     stats = scan(iter_blocks(source, on_progress=on_progress, count_lines=False), kb.probe_table, [signatures, collector])
     facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)
     for fact, (value, line, text) in signatures.captured.items():
-        value = _coerce(value)
+        value = _captured(fact, value)
         if fact not in facts.values and value is not None:
             facts.values[fact] = FactValue(value=value, line=line, text=text)
     for fact, (value, line, text) in signatures.established.items():
@@ -182,6 +182,22 @@ def _read_description(kb: KnowledgeBase, text: str, signatures: SignatureCollect
     if collector.phase_now and not facts.known("phase"):
         phase, _, text_line = collector.phase_now
         facts.values["phase"] = FactValue(value=phase, origin="answer", line=0, text=text_line[:300], detail="from the description")
+
+
+def _captured(fact: str, value: str):
+    """A value a KB pattern captured, held to what its fact can be: a version no longer than a
+    version, a number no longer than a number, a known value of a closed set."""
+    from advisor.facts import FACTS, _version
+
+    spec = FACTS.get(fact)
+    if spec is not None and spec.kind == "version":
+        return _version(value.strip())
+    coerced = _coerce(value)
+    if spec is not None and spec.kind in ("int", "float") and not isinstance(coerced, (int, float)):
+        return None
+    if spec is not None and spec.domain and str(coerced) not in spec.domain:
+        return None
+    return coerced
 
 
 def _coerce(value: str):

@@ -158,3 +158,14 @@ def test_a_question_that_presumes_a_lost_peer_waits_for_one(kb):
     assert not _makes_sense(question, Facts())
     assert _makes_sense(question, Facts(values={"peer_lost": FactValue(value=True)}))
     assert all(q.id != "peer_fate" for q in run(MISMATCH).questions)
+
+
+def test_captured_values_are_held_to_their_fact():
+    from advisor.diagnose import _captured
+
+    assert _captured("nccl_version", "2.21.5") == "2.21.5"
+    assert _captured("nccl_version", "2." + "9" * 5000) is None
+    assert _captured("world_size", "8") == 8
+    assert _captured("world_size", "eight") is None
+    assert _captured("world_size", "9" * 5000) is None
+    assert _captured("backend", "gloo") == "gloo" and _captured("backend", "mpi") is None
