@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from corpus import require
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("repro_record", REPO / "repro" / "record.py")
 record = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = record  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(record)
 
 RUNS = record.load_runs()
