@@ -221,20 +221,32 @@ LEANING = 0.15  # below this probability a cause is not named
 LEADS_BY = 1.5  # ... nor when the runner-up is nearly as likely
 SPECIFIC_LINE = 5.0
 """a log line whose weight says it names the cause (kb/README.md: 7-10 names it, 3-6 a strong hint)."""
-SPECIFIC_FACTS = 1.5
-"""or facts (read from the log or answered) that together point to the cause this strongly."""
+SPECIFIC_FACTS = 1.0
+"""or observed facts (a phase, a mismatch, how a peer died: not numbers, which many causes
+explain) that favour the cause over its best rival by this much in all."""
 CLEAR_LEAD = 3.0
 """a confident verdict also needs the cause this many times likelier than the best rival of another code."""
 
 
-def is_specific(cause) -> bool:
-    """Whether a cause rests on evidence of its own, not only on symptoms many causes share."""
+def is_specific(cause, rival=None) -> bool:
+    """Whether a cause rests on evidence of its own, not only on symptoms it shares with its rival:
+    a line that names it, or observed facts that favour it over the rival (a phase both expect,
+    such as `init` for every start-up cause, counts only by the difference)."""
+    from advisor.facts import FACTS
+
     lines = cause.evidence.get("lines", [])
-    facts = cause.evidence.get("facts", [])
     if any(e["weight"] >= SPECIFIC_LINE for e in lines):
         return True
-    return sum(f["weight"] for f in facts if f["weight"] > 0) >= SPECIFIC_FACTS and bool(
-        lines or cause.evidence.get("symptoms") or _from_dumps(cause))
+    if not (lines or cause.evidence.get("symptoms") or _from_dumps(cause)):
+        return False
+    theirs = {f["fact"]: f["weight"] for f in (rival.evidence.get("facts", []) if rival is not None else [])}
+    favour = 0.0
+    for f in cause.evidence.get("facts", []):
+        spec = FACTS.get(f["fact"].split(",", 1)[0])
+        if f["weight"] <= 0 or spec is None or spec.kind in ("int", "float", "version"):
+            continue
+        favour += max(0.0, f["weight"] - max(theirs.get(f["fact"], 0.0), 0.0))
+    return favour >= SPECIFIC_FACTS
 
 
 def confident(causes, top_real) -> bool:
@@ -244,8 +256,10 @@ def confident(causes, top_real) -> bool:
         return False
     if not _seen_in_the_log(top_real):
         return False
-    rival = max((c.score for c in causes if not c.benign and c.code != top_real.code), default=0.0)
-    return is_specific(top_real) and top_real.score >= CLEAR_LEAD * rival
+    rival = max((c for c in causes if not c.benign and c.code != top_real.code), key=lambda c: c.score, default=None)
+    if rival is not None and top_real.score < CLEAR_LEAD * rival.score:
+        return False
+    return is_specific(top_real, rival)
 
 
 LIKELY = 0.35  # an uncertain lead below this is headed "Possibly", not "Likely"
