@@ -65,7 +65,11 @@ def load_cases(source: Path) -> list[dict]:
 
 
 def metadata_answer(case: dict, question_id: str) -> str:
+    """What the case's reporter would answer: its metadata field of that name; a package's version
+    (`trl_version`) is the framework version when the framework is that package."""
     value = case.get(question_id)
+    if value is None and question_id.endswith("_version") and question_id[: -len("_version")] == case.get("framework"):
+        value = case.get("framework_version")
     if value is None or (question_id == "phase" and value == "unknown"):
         return "unknown"
     return str(value).lower() if isinstance(value, bool) else str(value)

@@ -12,6 +12,7 @@ Usage:  python benchmarks/dialogue.py [--cases DIR] [--verbose]
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -21,6 +22,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CASES = ROOT.parent / "shared" / "cases"
 MAX_ROUNDS = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _accuracy():
+    """benchmarks/accuracy.py, whose metadata_answer says how a case's reporter answers."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accuracy_benchmark", Path(__file__).resolve().parent / "accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def simulate(case: dict, kb) -> dict:
@@ -36,8 +48,7 @@ def simulate(case: dict, kb) -> dict:
         if not d.questions:
             break
         q = d.questions[0]
-        value = case.get(q.id)
-        answers[q.id] = "unknown" if value is None or value == "unknown" else str(value)
+        answers[q.id] = _accuracy().metadata_answer(case, q.id)
         asked.append(q.id)
     top = d.causes[0] if d.causes else None
     return {"id": case["id"], "asked": asked, "top": top.code if top else None, "correct": bool(top and top.code in accept),

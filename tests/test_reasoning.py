@@ -169,3 +169,22 @@ def test_captured_values_are_held_to_their_fact():
     assert _captured("world_size", "eight") is None
     assert _captured("world_size", "9" * 5000) is None
     assert _captured("backend", "gloo") == "gloo" and _captured("backend", "mpi") is None
+
+
+def test_an_answer_never_lets_a_cause_with_an_unknown_requirement_win():
+    """Open-R1 save log: answering the advisor's own packing question with "no" while the TRL version
+    is unknown must not promote TRL 0.15.0's gather bug over the save (issue 10)."""
+    from helpers import scenario
+
+    log = scenario("openr1-save-allgather")["log"]
+    before = run(log)
+    assert before.causes[0].code == "checkpoint-save-straggler"
+    after = run(log, framework="open-r1", packing="no")
+    assert after.causes[0].code == "checkpoint-save-straggler" and after.status != "diagnosed"
+    bug = next(c for c in after.causes if c.id == "trl-sft-token-accuracy-gather")
+    assert bug.unconfirmed == ["trl_version"] and bug.score < after.causes[0].score
+    assert after.questions[0].id == "trl_version"  # the answer that decides it is asked first
+    confirmed = run(log, framework="open-r1", packing="no", trl_version="0.15.0")
+    assert confirmed.causes[0].id == "trl-sft-token-accuracy-gather" and confirmed.status == "diagnosed"
+    ruled_out = run(log, framework="open-r1", packing="no", trl_version="0.16.0")
+    assert all(c.id != "trl-sft-token-accuracy-gather" for c in ruled_out.causes)
