@@ -234,6 +234,10 @@ def _message_of(node: ast.AST, texts: _Texts) -> tuple[str, str, ast.AST | None]
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
             and node.targets[0].attr in MESSAGE_ATTRS:
         return (f"attr:{node.targets[0].attr}", "error", node.value)
+    if isinstance(node, ast.Return) and isinstance(node.value, ast.Call) and node.value.args:
+        name = _call_name(node.value.func)
+        if name and name[1].endswith(("Error", "_error")):
+            return (f"return:{name[1]}", "error", node.value.args[0])
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         exc = node.exc
         try:

@@ -43,6 +43,10 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
             "torch/distributed/flight_recorder/**/*.py",
         ),
     ),
+    "c10d-store": (
+        "c10d stores: TCPStore (client, server, libuv backend), socket.cpp, FileStore, store-based barrier",
+        ("torch/distributed/distributed_c10d.py", "torch/distributed/rendezvous.py", "torch/distributed/elastic/utils/store.py"),
+    ),
     "elastic-agent": (
         "torch.distributed.elastic: the agent, worker processes, failure summaries (ChildFailedError)",
         (
@@ -134,7 +138,7 @@ def mine(cache: Path, components: list[str]) -> int:
             entry["wording"] = [
                 {"versions": catalogue_io.specifier(vs, versions), "text": t}
                 for t, vs in sorted(texts.items(), key=lambda kv: catalogue_io.version_key(kv[1][0]))
-                if t != newest
+                if t != newest and catalogue_io.specifier(vs, versions)  # a same-release variant is no `wording`
             ]
             entries.append(entry)
         mined_from = [m for m in doc.get("mined_from", []) if "(Python source" not in m["artifact"] and "placeholder" not in m["artifact"]]

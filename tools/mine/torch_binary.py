@@ -54,17 +54,65 @@ def pieces(wording: str) -> list[str]:
 
 
 def joined(wording: str) -> str:
-    return "".join(pieces(wording))
+    return "".join(p[1:] if p.startswith("~") else p for p in pieces(wording))
 
 
 def literal_parts(wording: str) -> list[str]:
-    """The pieces a binary must hold: literal pieces, split at line breaks, of at least MIN_PIECE chars."""
+    """The pieces a binary must hold: literal pieces, split at line breaks, of at least MIN_PIECE chars.
+
+    A piece written `~text` comes from another library torch calls (cudaGetErrorString's texts in
+    libcudart): it is checked against EXTERNAL strings instead of torch's, and printed without the `~`.
+    """
     out = []
     for piece in pieces(wording):
         if PLACEHOLDER.match(piece):
             continue
+        if piece.startswith("~"):
+            out.append(piece)
+            continue
         out.extend(part for part in piece.split("\n") if len(part) >= MIN_PIECE)
     return out
+
+
+EXTERNAL = Path(__file__).resolve().parent / "external.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def external_strings() -> set[str]:
+    """Strings of the non-torch libraries named in tools/mine/external.yaml (cached under the cache dir)."""
+    doc = yaml.safe_load(EXTERNAL.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for item in doc["artifacts"]:
+        path = torch_wheels.DEFAULT_CACHE.parent / item["strings"]
+        if not path.exists():
+            raise SystemExit(f"{path} missing: run `python tools/mine/torch_binary.py fetch-external`")
+        out.update(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    return out
+
+
+def fetch_external() -> None:
+    """Download the non-torch wheels of external.yaml and keep their strings."""
+    import os
+    import subprocess
+    import tempfile
+    import zipfile
+
+    doc = yaml.safe_load(EXTERNAL.read_text(encoding="utf-8"))
+    for item in doc["artifacts"]:
+        dest = torch_wheels.DEFAULT_CACHE.parent / item["strings"]
+        if dest.exists():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                            "--platform", "manylinux2014_x86_64", "--python-version", "3.11", "--index-url",
+                            "https://pypi.org/simple", item["package"], "-d", tmp], check=True, env=env)
+            wheel = next(Path(tmp).glob("*.whl"))
+            with zipfile.ZipFile(wheel) as zf:
+                lib = Path(zf.extract(item["member"], tmp))
+            out = subprocess.run(["strings", "-n", "6", str(lib)], check=True, capture_output=True, text=True).stdout
+            dest.write_text(out, encoding="utf-8")
 
 
 class Release:
@@ -83,6 +131,8 @@ class Release:
 
     @functools.lru_cache(maxsize=None)
     def has(self, part: str) -> bool:
+        if part.startswith("~"):
+            return part[1:] in external_strings()
         return part in self.exact or part in self.hay
 
     def holds(self, wording: str) -> bool:
@@ -264,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--version")
     d.add_argument("--window", type=int, default=300)
     d.add_argument("--lib")
+    sub.add_parser("fetch-external")
     t = sub.add_parser("table")
     t.add_argument("prefix", nargs="?", default="")
     w = sub.add_parser("where")
@@ -275,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "discover":
         discover(args.cache, args.key, args.version, args.window, args.lib)
+        return 0
+    if args.cmd == "fetch-external":
+        fetch_external()
         return 0
     if args.cmd == "table":
         table(args.cache, args.prefix)
