@@ -41,7 +41,8 @@ def ordered(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data):  # KB files may not use anchors
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str):

@@ -121,7 +121,8 @@ _FIELDS = re.compile(r"\{[^{}]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfix]")
 
 def _wordy(text: str) -> bool:
     """A message worth a candidate: some words left once its placeholders are gone."""
-    return len(re.findall(r"[A-Za-z]{2,}", _FIELDS.sub(" ", text))) >= 2
+    words = re.findall(r"[A-Za-z]{2,}", _FIELDS.sub(" ", text))
+    return len(words) >= 2 or bool(re.fullmatch(r"[A-Z]\w+(?:Error|Exception)", text))
 
 
 def _dedent(text: str) -> str:
@@ -238,6 +239,14 @@ def _message_of(node: ast.AST, texts: _Texts) -> tuple[str, str, ast.AST | None]
         name = _call_name(node.value.func)
         if name and name[1].endswith(("Error", "_error")):
             return (f"return:{name[1]}", "error", node.value.args[0])
+    if isinstance(node, ast.Raise) and (isinstance(node.exc, (ast.Name, ast.Attribute))
+                                        or isinstance(node.exc, ast.Call) and not node.exc.args and not node.exc.keywords):
+        # a bare `raise RendezvousTimeoutError`: the traceback's last line is the class name alone
+        target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        name = ast.unparse(target).rsplit(".", 1)[-1]
+        if name.endswith(("Error", "Exception")) and name not in ("NotImplementedError", "AssertionError"):
+            return ("raise-bare", "error", ast.Constant(value=name))
+        return None
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         exc = node.exc
         try:

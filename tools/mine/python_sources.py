@@ -15,6 +15,8 @@ hold it; `source` and `level` follow the newest release. Hand-written fields are
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -86,6 +88,28 @@ def _render(text: str) -> str:
     return render(text)
 
 
+_FIELD = re.compile(r"%%|%\([a-z_]+\)[sdrf]|%[-+ #0]*\d*(?:\.\d+)?[diouxXeEfgGcsr]|\{[^{}]*\}")
+
+
+@functools.lru_cache(maxsize=None)
+def template_regex(text: str):
+    """A regex that matches every printed instance of a format string (placeholders match anything)."""
+    parts = _FIELD.split(text)
+    if len("".join(parts).strip()) < 10:
+        return re.compile(r"(?!x)x")  # too little literal text to tell messages apart
+    return re.compile(".*?".join(re.escape(p) for p in parts), re.S)
+
+
+def claims(regex, entry: dict, text: str, rendered: str) -> bool:
+    """An entry claims a message when its pattern matches the message rendered with `7`s, or, for a
+    pattern written for particular values (a signal number), when the message's format matches the
+    entry's printed `sample`."""
+    if regex.search(rendered):
+        return True
+    sample = entry.get("sample")
+    return bool(sample) and template_regex(text).search(sample) is not None and regex.search(sample) is not None
+
+
 def release_messages(version: str, component: str, cache: Path) -> list[pysource.Candidate]:
     return pysource.tree_messages(cache / version / "src", list(COMPONENTS[component][1]))
 
@@ -115,7 +139,7 @@ def mine(cache: Path, components: list[str]) -> int:
             texts: dict[str, list[str]] = defaultdict(list)  # text -> versions
             where: dict[str, pysource.Candidate] = {}
             for v in versions:
-                hits = {c.text: c for c, r in rendered[v] if regex.search(r)}
+                hits = {c.text: c for c, r in rendered[v] if claims(regex, entry, c.text, r)}
                 for text, cand in hits.items():
                     texts[text].append(v)
                     where[text] = cand
@@ -135,10 +159,12 @@ def mine(cache: Path, components: list[str]) -> int:
             entry["source"] = cand.file
             entry["level"] = cand.level
             entry["versions"] = catalogue_io.specifier(texts[newest], versions)
+            # other wordings; a variant printed by every mined release (another call site of the same
+            # message) gets the explicit range of the mined releases, as `versions` may not be empty there
             entry["wording"] = [
-                {"versions": catalogue_io.specifier(vs, versions), "text": t}
+                {"versions": catalogue_io.specifier(vs, versions) or f">={versions[0].rsplit('.', 1)[0]}", "text": t}
                 for t, vs in sorted(texts.items(), key=lambda kv: catalogue_io.version_key(kv[1][0]))
-                if t != newest and catalogue_io.specifier(vs, versions)  # a same-release variant is no `wording`
+                if t != newest
             ]
             entries.append(entry)
         mined_from = [m for m in doc.get("mined_from", []) if "(Python source" not in m["artifact"] and "placeholder" not in m["artifact"]]
