@@ -175,8 +175,11 @@ def messages(path: Path, rel: str) -> list[Candidate]:
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     for scope, name in scopes:
         texts = _Texts(_assignments(scope) if name != "<module>" else {}, parents)
+        builds_message = any(w in name.lower() for w in ("msg", "message", "warning"))
         for node in _own_nodes(scope):
             found = _message_of(node, texts)
+            if not found and builds_message and isinstance(node, ast.Return) and node.value is not None:
+                found = ("return-msg", "warn", node.value)  # a helper that builds a warning's text
             if not found:
                 continue
             kind, level, arg = found

@@ -71,7 +71,15 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "dataloader": (
         "torch.utils.data DataLoader: worker processes, their deaths, timeouts and shared memory",
-        ("torch/utils/data/dataloader.py", "torch/utils/data/_utils/*.py"),
+        ("torch/utils/data/dataloader.py", "torch/utils/data/_utils/*.py", "torch/_utils.py"),
+    ),
+    "c10-cuda": (
+        "CUDA errors torch raises (c10/cuda and torch.cuda)",
+        ("torch/cuda/__init__.py",),
+    ),
+    "mp-spawn": (
+        "torch.multiprocessing.spawn: worker processes started with mp.spawn and their exits",
+        ("torch/multiprocessing/spawn.py",),
     ),
 }
 

@@ -24,6 +24,7 @@ DEFAULT_CACHE = Path(os.environ.get("TORCH_MINE_CACHE", "/work/mine/torch"))
 LIBS = ("libtorch_cuda.so", "libtorch_cpu.so", "libc10_cuda.so", "libc10.so", "libtorch_python.so")
 SOURCES = (
     "torch/distributed/", "torch/nn/parallel/", "torch/utils/data/", "torch/version.py", "torch/cuda/__init__.py",
+    "torch/_utils.py", "torch/multiprocessing/",
     "torch/include/torch/csrc/distributed/c10d/",
 )
 # one release per minor: the newest patch release of each (2.13.0 is the only 2.13 with CUDA wheels)
