@@ -52,18 +52,26 @@ class _Texts:
         self.at: ast.AST | None = None
 
     def _reaches(self, assign: ast.AST) -> bool:
-        """An assignment reaches the message call when it comes first and its block encloses the call."""
+        """An assignment reaches the message call when it comes first and the statement list holding it
+        (a function body, one branch of an `if`, a loop body) encloses the call."""
         if self.at is None or not self.parents:
             return True
         if assign.lineno > self.at.lineno:
             return False
-        block = self.parents.get(assign)
+        block = self._block(assign)
         node = self.at
-        while node is not None:
-            if node is block:
+        while node in self.parents:
+            if self._block(node) == block:
                 return True
-            node = self.parents.get(node)
+            node = self.parents[node]
         return False
+
+    def _block(self, node: ast.AST) -> tuple[int, str]:
+        parent = self.parents.get(node)
+        for field, value in ast.iter_fields(parent) if parent is not None else ():
+            if isinstance(value, list) and any(item is node for item in value):
+                return (id(parent), field)
+        return (id(parent), "")
 
     def of(self, node: ast.AST | None, depth: int = 0) -> list[str]:
         if node is None or depth > 4:
