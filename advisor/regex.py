@@ -51,6 +51,7 @@ def wrap_tolerant(pattern: str) -> str:
 _NAMED_GROUP = re.compile(r"\\.|\(\?P<\w+>")
 
 
+@functools.lru_cache(maxsize=4096)
 def strip_named_groups(pattern: str) -> str:
     """Turn `(?P<name>...)` into `(?:...)` so many patterns can share one alternation."""
     return _NAMED_GROUP.sub(lambda m: "(?:" if m.group(0)[0] == "(" else m.group(0), pattern)
