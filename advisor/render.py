@@ -316,7 +316,7 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
         out.append(s.bold("What the messages mean"))
         for m in explained[: (12 if verbose else 4)]:
             where = f"line {m.line}" + (f" (x{m.count})" if m.count > 1 else "")
-            out.append(f"  {s.dim(where + ':')} {m.text.strip()[: width - 16]}")
+            out.append(f"  {s.dim(where + ':')} {evidence_lines(m.text, width - 16, 1)[0]}")
             out.append(_indent(m.meaning, "      ", width))
         if len(explained) > (12 if verbose else 4):
             out.append(s.dim(f"  ({len(explained) - (12 if verbose else 4)} more: --verbose or --json)"))
