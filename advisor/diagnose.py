@@ -14,7 +14,7 @@ from advisor.facts import FactCollector
 from advisor.inputs import shown
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
-from advisor.matcher import DIAGNOSED, SignatureCollector, fuzzy_scores, rank_causes
+from advisor.matcher import DIAGNOSED, SignatureCollector, fuzzy_scores, rank_causes, stands_alone
 from advisor.models import DiagnoseRequest, Diagnosis, FactValue, Facts, Notice, RankRow, RecognisedMessage
 from advisor.questions import choose_questions
 from advisor.reader import iter_blocks
@@ -219,34 +219,18 @@ def _coerce(value: str):
 
 LEANING = 0.15  # below this probability a cause is not named
 LEADS_BY = 1.5  # ... nor when the runner-up is nearly as likely
-SPECIFIC_LINE = 5.0
-"""a log line whose weight says it names the cause (kb/README.md: 7-10 names it, 3-6 a strong hint)."""
-SPECIFIC_FACTS = 1.0
-"""or observed facts (a phase, a mismatch, how a peer died: not numbers, which many causes
-explain) that favour the cause over its best rival by this much in all."""
 CLEAR_LEAD = 3.0
 """a confident verdict also needs the cause this many times likelier than the best rival of another code."""
 
 
 def is_specific(cause, rival=None) -> bool:
-    """Whether a cause rests on evidence of its own, not only on symptoms it shares with its rival:
-    a line that names it, or observed facts that favour it over the rival (a phase both expect,
-    such as `init` for every start-up cause, counts only by the difference)."""
-    from advisor.facts import FACTS
-
+    """Whether a cause rests on evidence of its own rather than on symptoms it shares with its rival
+    (advisor.matcher.stands_alone), with something behind it in the log, a description or dumps."""
     lines = cause.evidence.get("lines", [])
-    if any(e["weight"] >= SPECIFIC_LINE for e in lines):
-        return True
     if not (lines or cause.evidence.get("symptoms") or _from_dumps(cause)):
         return False
     theirs = {f["fact"]: f["weight"] for f in (rival.evidence.get("facts", []) if rival is not None else [])}
-    favour = 0.0
-    for f in cause.evidence.get("facts", []):
-        spec = FACTS.get(f["fact"].split(",", 1)[0])
-        if f["weight"] <= 0 or spec is None or spec.kind in ("int", "float", "version"):
-            continue
-        favour += max(0.0, f["weight"] - max(theirs.get(f["fact"], 0.0), 0.0))
-    return favour >= SPECIFIC_FACTS
+    return stands_alone([e["weight"] for e in lines], [(f["fact"], f["weight"]) for f in cause.evidence.get("facts", [])], theirs)
 
 
 def confident(causes, top_real) -> bool:

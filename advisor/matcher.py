@@ -216,8 +216,10 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         scored.append((raw, cause, {"lines": lines, "facts": fact_evidence, "symptoms": symptoms, "any": has_evidence,
                                     "unconfirmed": unknown}))
 
-    # a cause that needs an unknown fact may be listed, but not win that way
-    settled = [raw for raw, c, ev in scored if not c.benign and ev["any"] and not ev["unconfirmed"]]
+    # a cause that needs an unknown fact may be listed, but not win that way over a cause that
+    # stands on evidence of its own (it may still lead causes that only share the symptoms)
+    settled = [raw for raw, c, ev in scored if not c.benign and ev["any"] and not ev["unconfirmed"]
+               and stands_alone([e.weight for e in ev["lines"]], [(f.fact, f.weight) for f in ev["facts"]])]
     if settled:
         ceiling = max(settled) - 0.05
         scored = [(min(raw, ceiling) if ev["unconfirmed"] else raw, c, ev) for raw, c, ev in scored]
@@ -251,6 +253,31 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         # nothing real stands out: the harmless lines explain what the user saw
         out.sort(key=lambda c: (not c.benign, -c.score))
     return out, {c.id: raw for raw, c, _ in real}
+
+
+SPECIFIC_LINE = 5.0
+"""a log line whose weight says it names the cause (kb/README.md: 7-10 names it, 3-6 a strong hint)."""
+SPECIFIC_FACTS = 1.0
+"""or observed facts (a phase, a mismatch, how a peer died: not numbers, which many causes explain)
+that favour the cause this much in all (over a rival, when one is given)."""
+
+
+def stands_alone(line_weights: list[float], facts: list[tuple[str, float]], rival_facts: dict[str, float] | None = None) -> bool:
+    """Whether a cause rests on evidence of its own, not only on symptoms many causes share: a line
+    that names it, or observed facts that favour it (over the rival's weight on the same facts: a
+    phase both expect, such as `init` for every start-up cause, counts only by the difference)."""
+    from advisor.facts import FACTS
+
+    if any(w >= SPECIFIC_LINE for w in line_weights):
+        return True
+    theirs = rival_facts or {}
+    favour = 0.0
+    for name, weight in facts:
+        spec = FACTS.get(name.split(",", 1)[0])
+        if weight <= 0 or spec is None or spec.kind in ("int", "float", "version"):
+            continue
+        favour += max(0.0, weight - max(theirs.get(name, 0.0), 0.0))
+    return favour >= SPECIFIC_FACTS
 
 
 def requirements(cause: schema.Cause, facts: Facts) -> list[str] | None:
