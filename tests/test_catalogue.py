@@ -88,3 +88,25 @@ def test_coverage_reports_every_component(kb):
         assert row["messages"] == sum(1 for m in kb.messages if m.split(".", 1)[0] == name)
         assert row["mapped"] == row["messages"] - row["context"]
         assert row["mined_from"], f"{name} says where its messages were read"
+
+
+def _message(id_, text, pattern, cause="master-unreachable", role="cause"):
+    from advisor import schema
+
+    points = [schema.PointsTo(cause=cause, weight=3)] if role == "cause" else []
+    return schema.Message(id=id_, level="warn", text=text, pattern=pattern, source="x.cc",
+                          meaning="a message for the collision test", role=role, points_to=points)
+
+
+def test_a_pattern_that_claims_another_messages_wording_is_reported():
+    from advisor.catalogue import collisions
+
+    short = _message("c.connect", "Connect to %s failed", r"Connect to \S+ failed")
+    long = _message("c.connect-refused", "Connect to %s failed : Connection refused", r"Connect to \S+ failed : Connection refused",
+                    cause="wrong-socket-interface")
+    problems = collisions([short, long])
+    assert [p[0] for p in problems] == ["c.connect"] and "c.connect-refused" in problems[0][1]
+    same_way = long.model_copy(update={"points_to": short.points_to})
+    assert collisions([short, same_way]) == []  # the same message, extended: allowed
+    case = _message("c.upper", "CONNECT TO %s FAILED", r"CONNECT TO \S+ FAILED").model_copy(update={"case_sensitive": True})
+    assert collisions([case, long]) == []
