@@ -95,7 +95,7 @@ _SPECS = [
     FactSpec("rank_outside_world", "bool", "a rank id at or beyond the world size was used or awaited"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
-             ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang")),
+             ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),
     FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
     FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
@@ -330,6 +330,13 @@ _WORDING_RANGES = {
 }
 
 
+# Where a traceback shows a training step is under way (so the job is past start-up): the step and
+# backward functions of Lightning, the HF Trainer and plain loops, and the frameworks' loop files.
+TRAINING_LOOP_CALLS = frozenset({"training_step", "train_step", "_inner_training_loop", "optimizer_step", "backward",
+                                 "_run_optimization", "training_loop"})
+TRAINING_LOOP_PATHS = ("loops/training_epoch_loop.py", "loops/optimization/automatic.py", "torch/autograd/__init__.py")
+
+
 # torch.distributed calls a rank can wait in: the function names of distributed_c10d.py's public
 # collectives and point-to-point calls (torch 2.x), as they appear in a traceback's frames.
 COLLECTIVE_CALLS = frozenset({
@@ -430,6 +437,7 @@ class FactCollector:
     announced: dict[int, int] = field(default_factory=dict)  # global rank -> times a process announced it
     error_sample: dict[str, int] = field(default_factory=dict)  # failure-looking line -> its line number
     in_root_cause: bool = False
+    training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
 
     # -- listener --
@@ -669,6 +677,8 @@ class FactCollector:
         if tb is not None and len(tb[1]) < 128:
             tb[1].append(hit.group("path") or "")
         path, func = hit.group("path") or "", hit.group("func") or ""
+        if self.training_frame is None and (func in TRAINING_LOOP_CALLS or any(p in path for p in TRAINING_LOOP_PATHS)):
+            self.training_frame = (hit.line_no, hit_line(hit, 400))
         if rank is not None and path.endswith("distributed_c10d.py") and func in COLLECTIVE_CALLS and len(self.waiting) < _MAX_RANKS:
             self.waiting[rank] = func  # the innermost torch.distributed call of this rank's traceback
 
@@ -947,6 +957,10 @@ class FactCollector:
                 put("phase", "first-step", line, text, origin="inferred", detail=f"progress at step {step[0]} when it failed")
             elif phase in ("train", "eval") and step is not None and step[1] and step[0] >= step[1]:
                 put("phase", "end-of-epoch", line, text, origin="inferred", detail=f"progress bar at {step[0]}/{step[1]}")
+            elif phase == "init" and self.training_frame is not None and self.training_frame[0] > line:
+                # start-up was announced, but the failing traceback is inside the training loop
+                put("phase", "train", self.training_frame[0], self.training_frame[1], origin="inferred",
+                    detail="the traceback runs through the training loop, after the last start-up line")
             else:
                 put("phase", phase, line, text, detail="the last phase cue before the failure")
         if self.step_at_failure or self.step_now:

@@ -57,6 +57,7 @@ def load_cases(source: Path) -> list[dict]:
             if not log_path.is_file():
                 continue
             case = {k: run.get(k) for k in ("framework", "framework_version", "torch_version", "nodes", "gpus_per_node", "model_size_b", "phase")}
+            case.update(run.get("answers") or {})  # what the job's owner would answer (phase, peer_fate, ...)
             case.update(id=run["id"], cause=run["cause"], also_acceptable=run.get("also_acceptable") or [],
                         log=log_path.read_text(encoding="utf-8", errors="replace"))
             cases.append(case)

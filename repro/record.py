@@ -66,6 +66,7 @@ class Run:
     description: str
     cause: str
     also_acceptable: list[str]
+    answers: dict[str, str]  # what the job's owner would answer the advisor's guided questions
     launcher: str
     framework: str
     commands: list[str]
@@ -117,6 +118,7 @@ def load_runs(spec: Path = SPEC) -> list[Run]:
                 description=" ".join((r.get("description") or scenario["description"]).split()),
                 cause=r.get("cause", scenario["cause"]),
                 also_acceptable=list(r.get("also_acceptable", scenario.get("also_acceptable") or [])),
+                answers={k: str(v) for k, v in {**(scenario.get("answers") or {}), **(r.get("answers") or {})}.items()},
                 launcher=r["launcher"], framework=r["framework"], commands=commands, env=env,
                 exit=[int(c) for c in (r["exit"] if isinstance(r["exit"], list) else [r["exit"]])], expect=list(r.get("expect") or []),
                 hold_port=bool(r.get("hold_port", False)), delays=list(r.get("delays") or []),
@@ -279,7 +281,7 @@ def manifest_entry(result: Result) -> dict:
     run = result.run
     entry = {
         "id": run.id, "log": f"{run.id}.log", "scenario": run.scenario, "description": run.description,
-        "cause": run.cause, "also_acceptable": run.also_acceptable, "launcher": run.launcher,
+        "cause": run.cause, "also_acceptable": run.also_acceptable, "answers": run.answers, "launcher": run.launcher,
         "framework": run.framework,
         "framework_version": version_of(FRAMEWORK_DISTRIBUTIONS.get(run.framework, run.framework)),
         "torch_version": version_of("torch"),
@@ -347,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="ID", help="run ids or scenario ids")
     parser.add_argument("--jobs", type=int, default=3, help="runs at a time (most of a run is waiting; default 3)")
     parser.add_argument("--list", action="store_true", help="list the runs and exit")
-    parser.add_argument("--misses", action="store_true", help="re-diagnose the recorded logs and rewrite known_misses")
+    parser.add_argument("--misses", action="store_true",
+                        help="re-diagnose the recorded logs and rewrite known_misses (and the runs' answers from scenarios.yaml)")
     args = parser.parse_args(argv)
     runs = load_runs()
     if args.list:
@@ -356,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.misses:
         data = read_manifest()
+        declared = {r.id: r for r in runs}
+        for entry in data.get("runs") or []:  # metadata follows scenarios.yaml without re-recording
+            if entry["id"] in declared:
+                entry["answers"] = declared[entry["id"]].answers
         data["known_misses"] = misses(data.get("runs") or [])
         write_manifest(data)
         print(yaml.safe_dump(data["known_misses"]))
