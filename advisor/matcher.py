@@ -220,6 +220,9 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
     # stands on evidence of its own (it may still lead causes that only share the symptoms)
     settled = [raw for raw, c, ev in scored if not c.benign and ev["any"] and not ev["unconfirmed"]
                and stands_alone([e.weight for e in ev["lines"]], [(f.fact, f.weight) for f in ev["facts"]])]
+    # each unknown requirement costs what a coin flip would: whether the run is on the one release
+    # (or framework) the cause needs is not known, and most runs are not
+    scored = [(raw - UNCONFIRMED_COST * len(ev["unconfirmed"]), c, ev) for raw, c, ev in scored]
     if settled:
         ceiling = max(settled) - 0.05
         scored = [(min(raw, ceiling) if ev["unconfirmed"] else raw, c, ev) for raw, c, ev in scored]
@@ -255,6 +258,8 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
     return out, {c.id: raw for raw, c, _ in real}
 
 
+UNCONFIRMED_COST = 0.5
+"""log-odds taken off a cause per required fact that is still unknown."""
 SPECIFIC_LINE = 5.0
 """a log line whose weight says it names the cause (kb/README.md: 7-10 names it, 3-6 a strong hint)."""
 SPECIFIC_FACTS = 1.0
