@@ -96,9 +96,12 @@ def _same_direction(a: schema.Message, b: schema.Message) -> bool:
     return a.role == b.role and {p.cause for p in a.points_to} == {p.cause for p in b.points_to}
 
 
-def mapped(message: schema.Message) -> bool:
-    """A message is mapped when it says what it points to: causes, or harmless noise."""
-    return message.role in ("cause", "benign")
+def mapped(message: schema.Message, defaults: list | None = None) -> bool:
+    """A message is mapped when it says what it points to (causes, or harmless noise), or is a
+    warning or error of a component whose defaults point somewhere."""
+    if message.role in ("cause", "benign"):
+        return True
+    return bool(defaults) and message.level != "info" and message.event != "cascade"
 
 
 def coverage(files: dict[str, Any], messages: dict[str, schema.Message]) -> dict:
@@ -109,12 +112,13 @@ def coverage(files: dict[str, Any], messages: dict[str, schema.Message]) -> dict
         levels: dict[str, int] = {}
         for m in own:
             levels[m.level] = levels.get(m.level, 0) + 1
+        defaults = info.get("defaults")
         components[name] = {
             "software": info["software"],
             "title": info["title"],
             "messages": len(own),
-            "mapped": sum(mapped(m) for m in own),
-            "context": sum(m.role == "context" for m in own),
+            "mapped": sum(mapped(m, defaults) for m in own),
+            "context": sum(not mapped(m, defaults) for m in own),
             "benign": sum(m.role == "benign" for m in own),
             "levels": dict(sorted(levels.items())),
             "mined_from": [a["artifact"] for a in info["mined_from"]],
@@ -122,6 +126,6 @@ def coverage(files: dict[str, Any], messages: dict[str, schema.Message]) -> dict
     total = len(messages)
     return {
         "messages": total,
-        "mapped": sum(mapped(m) for m in messages.values()),
+        "mapped": sum(row["mapped"] for row in components.values()),
         "components": components,
     }

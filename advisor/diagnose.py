@@ -90,6 +90,12 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     if status == "no-match" and len(real) < SIMILAR_FILL and not harmless_only:
         # nothing specific: offer what the failure lines read like, marked as such
         extra = similar_candidates(kb, reading.error_lines, {c.code for c in real}, SIMILAR_FILL - len(real))
+        # they share what the evidence leaves to "none of these" and stay below every cause the log
+        # itself points to: a resemblance never outranks a matched line or fact
+        room = max(0.0, 1.0 - sum(c.score for c in real)) / max(len(extra), 1)
+        floor = min((c.score for c in real), default=room)
+        extra = sorted((c.model_copy(update={"score": round(min(c.score, room, floor), 4)}) for c in extra),
+                       key=lambda c: -c.score)
         causes = real + extra + [c for c in causes if c.benign]
     causes = causes[: request.max_causes]
     questions = choose_questions(kb, causes, raw_scores, facts, answered, request.max_questions)

@@ -200,10 +200,14 @@ class KnowledgeBase:
         for msg in self.messages.values():
             owned = self.message_owners.get(msg.id, ())
             kind = "benign" if msg.role == "benign" else "message"
-            software = self.message_files.get(msg.id.split(".", 1)[0], {}).get("software")
+            component = msg.id.split(".", 1)[0]
+            software = self.message_files.get(component, {}).get("software")
             if software in LINE_GATES:
                 gated.add(software)
-            searched = bool(owned or msg.captures or msg.sets or msg.event)
+            # a message whose lines its software's gate finds rides on those windows (NCCL's WARN
+            # lines); any other is searched for itself when it points somewhere or carries a fact
+            behind_gate = software in LINE_GATES and component not in UNGATED_COMPONENTS
+            searched = not behind_gate and bool(owned or msg.captures or msg.sets or msg.event)
             probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
                                 not msg.case_sensitive, (msg, owned), searched=searched))
         for software in sorted(gated):
@@ -438,6 +442,7 @@ def _load_messages(roots: list[Path], read, errors: list[KBError]) -> tuple[dict
             files[model.component] = {
                 "software": model.software, "title": model.title, "path": str(path),
                 "mined_from": [m.model_dump() for m in model.mined_from],
+                "defaults": [d.model_dump() for d in model.defaults],
             }
             for i, msg in enumerate(model.messages):
                 if msg.id.split(".", 1)[0] != model.component:
@@ -456,6 +461,10 @@ repeats the last one on the line after `Last error:`. A message that neither poi
 carries a fact or an event is not searched for itself (that keeps the scanner's automaton small): it
 is a passenger, explained on the lines other probes, or its software's gate, find."""
 
+UNGATED_COMPONENTS = frozenset({"nccl-errors"})
+"""components of gated software whose texts are printed without the marker (ncclGetErrorString's
+texts inside torch's exceptions): searched for themselves."""
+
 GENERIC_BENIGN = "harmless-message"
 """the benign cause a `benign` message without `points_to` counts for."""
 
@@ -471,7 +480,7 @@ def _message_owners(kb: "KnowledgeBase") -> dict[str, tuple[tuple[str, schema.Si
     owners: dict[str, tuple[tuple[str, schema.Signature], ...]] = {}
     for msg in kb.messages.values():
         mine = dict(own.get(msg.id, {}))
-        targets = list(msg.points_to)
+        targets = list(msg.points_to) or component_defaults(kb, msg)
         if msg.role == "benign" and not targets and GENERIC_BENIGN in kb.causes:
             targets = [schema.PointsTo(cause=GENERIC_BENIGN, weight=3)]
         for target in targets:
@@ -483,6 +492,14 @@ def _message_owners(kb: "KnowledgeBase") -> dict[str, tuple[tuple[str, schema.Si
             )
         owners[msg.id] = tuple(sorted(mine.items()))
     return owners
+
+
+def component_defaults(kb: "KnowledgeBase", msg: schema.Message) -> list[schema.PointsTo]:
+    """The component's default causes for a warning or error its entry leaves as context."""
+    if msg.role != "context" or msg.level == "info" or msg.event == "cascade":
+        return []
+    info = kb.message_files.get(msg.id.split(".", 1)[0], {})
+    return [schema.PointsTo(**d) for d in info.get("defaults", [])]
 
 
 def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignature], messages: dict[str, schema.Message],
@@ -655,6 +672,10 @@ def _check_messages(kb: KnowledgeBase, regex_ok, fact_names: set[str]) -> list[K
                     parse_specifier(spec)
                 except ValueError as exc:
                     errors.append(KBError(path, f"{at}.{field_name}", str(exc)))
+    for name, info in kb.message_files.items():
+        for j, target in enumerate(info.get("defaults", [])):
+            if target["cause"] not in kb.causes:
+                errors.append(KBError(Path(info["path"]), f"defaults[{j}].cause", f"unknown cause id {target['cause']!r}"))
     for msg_id, problem in collisions(kb.messages.values()):
         path, i = where_of.get(msg_id, (Path("messages"), 0))
         errors.append(KBError(path, f"messages[{i}].pattern", f"{msg_id}: {problem}"))

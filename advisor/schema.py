@@ -299,6 +299,10 @@ class MessageFile(Strict):
     ]
     title: str = Field(min_length=8)
     mined_from: list[MinedFrom] = Field(min_length=1)
+    defaults: list[PointsTo] = Field(default_factory=list)
+    """what a warning or error of this component points to when its entry says no more (`context`,
+    not a cascade): the subsystem that printed it is itself a hint (an IB transport warning hints
+    at the fabric). Keep these weights low (1-2.5): a symptom, not a verdict."""
     messages: list[Message] = Field(min_length=1)
 
 

@@ -18,7 +18,7 @@ MESSAGES = ROOT / "advisor" / "kb" / "messages" if (ROOT / "advisor" / "kb").is_
 
 FIELD_ORDER = (
     "id", "level", "text", "source", "versions", "wording", "pattern", "case_sensitive", "meaning", "role",
-    "points_to", "captures", "event", "sample", "examples", "near_misses",
+    "points_to", "captures", "sets", "event", "sample", "examples", "near_misses",
 )
 MINED_FIELDS = ("text", "versions", "wording", "source", "level")
 
@@ -72,8 +72,11 @@ def save(component: str, software: str, title: str, mined_from: list[dict[str, s
         "software": software,
         "title": title,
         "mined_from": mined_from,
-        "messages": [ordered(e) for e in entries],
     }
+    defaults = (load(component) or {}).get("defaults")
+    if defaults:  # hand-written: what the component's warnings hint at
+        doc["defaults"] = defaults
+    doc["messages"] = [ordered(e) for e in entries]
     path = MESSAGES / f"{component}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(doc), encoding="utf-8")

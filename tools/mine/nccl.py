@@ -670,7 +670,10 @@ def build(args) -> int:
     for comp, entries in sorted(out_files.items()):
         entries.sort(key=lambda e: (e["source"], e["id"]))
         ordered = [{k: e[k] for k in FIELD_ORDER if k in e} for e in entries]
-        data = {"component": comp, "software": "nccl", "title": TITLES[comp], "mined_from": mined_from, "messages": ordered}
+        data = {"component": comp, "software": "nccl", "title": TITLES[comp], "mined_from": mined_from}
+        if (existing.get(comp) or {}).get("defaults"):  # hand-written: what the component's warnings hint at
+            data["defaults"] = existing[comp]["defaults"]
+        data["messages"] = ordered
         written[comp] = data
         if not args.dry_run:
             Path(args.kb).mkdir(parents=True, exist_ok=True)
