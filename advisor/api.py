@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from advisor import __version__
 from advisor.answers import AnswerError
 from advisor.diagnose import diagnose
+from advisor.envfile import EnvSnapshot
 from advisor.knowledge import KnowledgeBase, load_kb
 from advisor.models import DiagnoseRequest, Diagnosis
 from advisor.render import render_markdown
@@ -92,6 +93,8 @@ class DiagnoseBody(BaseModel):
     # the types the schema states, without coercion: "mask_hosts": "yes" or "max_causes": true is a 422
     mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
     max_causes: Annotated[int, BeforeValidator(_json_integer)] = Field(default=5, ge=1, le=50)
+    env: EnvSnapshot | None = Field(default=None, description="the machine's env snapshot (`advisor env --json`): it answers "
+                                    "the versions, GPUs, container and framework questions")
 
 
 class DiagnoseResponse(Diagnosis):
@@ -293,7 +296,7 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
         try:
             result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=body.answers,
                                               framework=body.framework, mask_hosts=body.mask_hosts,
-                                              max_causes=body.max_causes), kb)
+                                              max_causes=body.max_causes, env=[body.env] if body.env else []), kb)
         except AnswerError as exc:
             raise HTTPException(status_code=422, detail=[{"field": f"answers.{exc.question}", "message": exc.reason}]) from None
         # already validated by the core: serialize once instead of re-validating the response model

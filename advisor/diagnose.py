@@ -62,6 +62,10 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     """Rank, ask and fix, given a reading and the request's answers. Does not touch `reading`."""
     facts = reading.facts.model_copy(deep=True)
     answered = apply_answers(kb, facts, request.answers, request.framework)
+    if request.env:
+        from advisor.envfacts import apply_environment
+
+        apply_environment(kb, facts, request.env)
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)

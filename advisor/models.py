@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.envfile import EnvSnapshot
+
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -29,7 +31,7 @@ class FailureEvent(Model):
 
 class FactValue(Model):
     value: Any
-    origin: Literal["log", "answer", "inferred", "flag"] = "log"
+    origin: Literal["log", "answer", "inferred", "flag", "env"] = "log"
     line: int | None = None
     text: str | None = None
     detail: str | None = None
@@ -181,3 +183,5 @@ class DiagnoseRequest(Model):
     mask_hosts: bool = Field(default=False, description="also mask host names and IP addresses in the output")
     max_causes: int = Field(default=5, ge=1, le=50)
     max_questions: int = Field(default=3, ge=0, le=20)
+    env: list[EnvSnapshot] = Field(default_factory=list, max_length=1024,
+                                   description="env snapshots (`advisor env --json`): they answer what the machine knows")

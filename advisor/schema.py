@@ -327,6 +327,7 @@ SnippetFormat = Literal[
     "deepspeed-env",
     "torch-python",
     "hf-python",
+    "hf-json",
     "shell",
 ]
 

@@ -59,6 +59,13 @@ def _floor_from_failure(facts: Facts, value: int, parts: list[str]) -> int:
     return value
 
 
+def checkpoint_write(size_b: float, with_optimizer: bool, gbps: float, writers: int) -> tuple[int, float, float]:
+    """Bytes per parameter, checkpoint GB, and the seconds the slowest writer needs to write it."""
+    per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
+    gb = size_b * per_param
+    return per_param, gb, gb / (gbps * writers)
+
+
 def checkpoint_save_timeout(facts: Facts) -> Calculated:
     """A collective timeout long enough for the slowest rank to finish writing a checkpoint."""
     missing: list[str] = []
@@ -84,9 +91,7 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
         value = 3600
         parts.append("model size unknown: 3600 s, the usual need of a 1-10 B model")
     else:
-        per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
-        gb = float(size) * per_param
-        write_s = gb / (bw * writers)
+        per_param, gb, write_s = checkpoint_write(float(size), with_optimizer, bw, writers)
         estimate = _round_up(SAFETY * write_s + MARGIN_S)
         what = "bf16 weights + fp32 Adam state" if with_optimizer else "bf16 weights only"
         assumed = "" if storage == storage_used else ", assumed"
@@ -108,7 +113,8 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
         value = MAX_TIMEOUT_S
     return Calculated(
         value=value, unit="s", derivation=_derivation(parts, value),
-        used={"model_size_b": size, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers},
+        used={"model_size_b": size, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers,
+              "write_s": None if size is None else round(write_s)},
         missing=missing, note=note,
     )
 
