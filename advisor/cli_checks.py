@@ -81,9 +81,7 @@ def _style(choice: str, out: TextIO):
 
 
 def _env(args, out: TextIO, err: TextIO) -> int:
-    from advisor.envfile import snapshot_from_data
     from advisor.environment import collect
-    from advisor.render_checks import format_env
 
     data = collect(deep=args.deep, mask_hosts=args.mask_hosts)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -99,6 +97,9 @@ def _env(args, out: TextIO, err: TextIO) -> int:
     if args.json:
         out.write(text)
     elif not args.output:
+        from advisor.envfile import snapshot_from_data
+        from advisor.render_checks import format_env
+
         out.write(format_env(snapshot_from_data(data, "this machine"), _style("auto", out)))
     return EXIT_OK
 

@@ -25,7 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from advisor.envfile import SNAPSHOT_KIND, SNAPSHOT_VERSION
+# the schema's name and version (advisor.envfile holds the same two: importing it would cost the
+# collector pydantic's start-up; tests/test_environment.py checks they agree)
+SNAPSHOT_KIND = "nccl-advisor-env"
+SNAPSHOT_VERSION = "1"
 
 # Variables that shape a distributed run. Prefixes cover NCCL's own and PyTorch's settings; the
 # names add the launcher's rank/size variables and the markers that say a launcher set them.

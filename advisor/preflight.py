@@ -761,6 +761,8 @@ def check_titan_metrics(ctx: Context) -> Iterable[Finding]:
     dump = config.text("job.dump_folder" if config.format == "torchtitan-toml" else "dump_folder") or "./outputs"
     folder = os.path.join(dump, config.text("metrics.save_tb_folder") or "tb")
     storage, why_storage = storage_of(folder, ctx.nodes[0] if ctx.nodes else None)
+    if "storage" in ctx.answers:
+        storage, why_storage = ctx.answers["storage"], f"TensorBoard files go to {folder} (answered storage={ctx.answers['storage']})"
     if storage in ("local-nvme", "tmpfs"):
         return
     known = storage in ("network-fs", "object-store")

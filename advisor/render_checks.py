@@ -10,6 +10,24 @@ from advisor.preflight import Finding, PreflightReport
 from advisor.render import Style, paragraphs
 
 
+def safe(text: str) -> str:
+    """A value read from a file, fit for a terminal: control characters (a terminal escape, a bell,
+    a carriage return) shown escaped; tabs and newlines kept (the formatters split lines)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\t\n" else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _deep_safe(value):
+    if isinstance(value, str):
+        return safe(value)
+    if isinstance(value, list):
+        return [_deep_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {safe(k) if isinstance(k, str) else k: _deep_safe(v) for k, v in value.items()}
+    return value
+
+
 def _size(n: int | None) -> str:
     if n is None:
         return "?"
@@ -29,6 +47,7 @@ def _limit(value: Any, count: bool = False) -> str:
 
 def format_env(s: EnvSnapshot, style: Style | None = None) -> str:
     style = style or Style()
+    s = EnvSnapshot.model_validate(_deep_safe(s.model_dump()))
     out: list[str] = [style.bold(f"{s.host or 'this machine'}") + style.dim(f"  collected {s.collected_at or '?'}")]
     py = s.python
     if py:
@@ -96,27 +115,34 @@ def _colored(style: Style, severity: str, text: str) -> str:
     return style.red(text) if severity == "error" else style.yellow(text) if severity == "warning" else style.cyan(text)
 
 
+def _wrap(label: str, text: str, indent: str = "      ", width: int = 110) -> list[str]:
+    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=f"{indent}{label}",
+                         subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False) or [indent + label]
+
+
 def format_finding(f: Finding, style: Style, verbose: bool) -> list[str]:
     out = [_colored(style, f.severity, _MARK[f.severity]) + " " + style.bold(f.title) + style.dim(f"  [{f.code}]")]
-    out.append(f"      evidence: {f.evidence}")
+    out.extend(_wrap("evidence: ", f.evidence))
     if f.why:
-        out.append(style.dim(f"      why: {f.why}"))
+        out.extend(style.dim(line) for line in _wrap("why: ", f.why))
     if f.fix is not None:
         out.append(f"      fix: {f.fix.title}")
         for para in paragraphs(f.fix.steps)[: None if verbose else 3]:
-            out.extend(textwrap.wrap(para, width=100, initial_indent="        ", subsequent_indent="        ") or [""])
+            out.extend(textwrap.wrap(para, width=110, initial_indent="        ", subsequent_indent="        ") or [""])
         for d in f.fix.derivations:
-            out.append(style.dim(f"        {d}"))
+            out.extend(style.dim(line) for line in _wrap("", d, indent="        "))
         for snippet in f.fix.snippets:
             out.extend("        | " + line for line in snippet.content.rstrip("\n").splitlines())
         if f.fix.caveat:
-            out.append(style.dim(f"        caveat: {' '.join(f.fix.caveat.split())}"))
+            out.extend(style.dim(line) for line in _wrap("caveat: ", f.fix.caveat, indent="        "))
     return out
 
 
 def format_preflight(report: PreflightReport, checked: str, notes: list[str], style: Style | None = None,
                      verbose: bool = False) -> str:
     style = style or Style()
+    report = PreflightReport.model_validate(_deep_safe(report.model_dump()))
+    checked, notes = safe(checked), [safe(n) for n in notes]
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     out = [style.dim(f"checked {checked}")]
     if not report.findings:

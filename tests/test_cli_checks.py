@@ -123,3 +123,19 @@ def test_preflight_on_this_machine(cli):
 def test_console_script_help_lists_the_new_commands():
     done = subprocess.run([sys.executable, "-m", "advisor", "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "preflight" in done.stdout and "env" in done.stdout
+
+
+def test_the_readme_preflight_example_is_real(cli, tmp_path, monkeypatch):
+    """The README shows this run's output: it must stay what the command prints."""
+    import shutil
+
+    from helpers import REPO
+
+    shutil.copy(ENV / "clean.json", tmp_path)
+    shutil.copy(CONFIGS / "llamafactory_llama2_70b_full_sft.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ advisor preflight --env clean.json --config llamafactory_llama2_70b_full_sft.yaml\n", 1)[1]
+    shown = block.split("      ...\n", 1)[0].splitlines()
+    result = cli("preflight", "--env", "clean.json", "--config", "llamafactory_llama2_70b_full_sft.yaml", "--color", "never")
+    assert result.out.splitlines()[:len(shown)] == shown

@@ -259,3 +259,9 @@ def test_advisor_env_does_not_import_torch():
             "assert not bad, bad\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_collector_and_the_schema_agree_on_kind_and_version():
+    from advisor import envfile, environment
+
+    assert (environment.SNAPSHOT_KIND, environment.SNAPSHOT_VERSION) == (envfile.SNAPSHOT_KIND, envfile.SNAPSHOT_VERSION)

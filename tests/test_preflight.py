@@ -355,6 +355,8 @@ def test_torchtitan_metrics_every_step(kb, tmp_path):
     assert (f.code, f.severity) == ("logging-io-straggler", "warning") and "/mnt/nfs (nfs4" in f.evidence
     assert f.fix.snippets[0].content.endswith("[metrics]\nlog_freq = 100\n")
     assert only(check(kb, [], config), "titan-metrics-every-step").severity == "info"  # storage unknown
+    assert only(check(kb, [], config, {"storage": "network-fs"}), "titan-metrics-every-step").severity == "warning"
+    assert "titan-metrics-every-step" not in ids(check(kb, [snap()], config, {"storage": "local-nvme"}))
     path = tmp_path / "t.toml"
     path.write_text((CONFIGS / "torchtitan_llama3_70b.toml").read_text().replace("/mnt/nfs/", "/scratch/"))
     assert "titan-metrics-every-step" not in ids(check(kb, [snap()], read_config(str(path))))
