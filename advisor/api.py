@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from advisor import __version__
 from advisor.answers import AnswerError
 from advisor.diagnose import diagnose
+from advisor.envfile import EnvSnapshot
 from advisor.knowledge import KnowledgeBase, load_kb
 from advisor.models import DiagnoseRequest, Diagnosis
 from advisor.render import render_markdown
@@ -116,6 +117,14 @@ DumpList = Annotated[list[dict[str, Any]] | None, WithJsonSchema({
     "description": "Flight Recorder dumps in torch's JSON format, one per rank (the request-size cap applies)"})]
 
 
+# inline in the schema too (a $ref to the snapshot's nested models would leave the request schema
+# incomplete); the handler validates it as an EnvSnapshot and names the failing field in a 422
+EnvBody = Annotated[dict[str, Any] | None, WithJsonSchema({
+    "anyOf": [{"type": "object"}, {"type": "null"}],
+    "description": "the machine's env snapshot (`advisor env --json`): it answers the versions, GPUs, container "
+                   "and framework questions"})]
+
+
 class DiagnoseBody(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "examples": [{"log": EXAMPLE_LOG, "answers": {"model_size_b": 1.5, "storage": "network-fs"}, "framework": "open-r1"}],
@@ -135,6 +144,7 @@ class DiagnoseBody(BaseModel):
     mask_hosts: bool = Field(default=False, strict=True, description="also mask host names and IP addresses")
     max_causes: Annotated[int, BeforeValidator(_json_integer)] = Field(default=5, ge=1, le=50)
     dumps: DumpList = Field(default=None, max_length=MAX_DUMPS)
+    env: EnvBody = None
 
 
 class DiagnoseResponse(Diagnosis):
@@ -407,10 +417,12 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
             raise HTTPException(status_code=422, detail=[{"field": "log", "message": "empty: send the error text or log"}])
         answers = {key: _answer_text(value) for key, value in body.answers.items()}
         dumps = _read_dumps(body.dumps) if body.dumps else None
+        env = _read_env(body.env) if body.env is not None else None
         try:
             result = diagnose(DiagnoseRequest(log=body.log, description=body.description, answers=answers,
                                               framework=body.framework, mask_hosts=body.mask_hosts,
-                                              max_causes=body.max_causes), kb, dumps=dumps)
+                                              max_causes=body.max_causes, env=[env] if env else []),
+                               kb, dumps=dumps)
         except AnswerError as exc:
             raise HTTPException(status_code=422, detail=[{"field": f"answers.{exc.question}", "message": exc.reason}]) from None
         # already validated by the core: serialize once instead of re-validating the response model
@@ -468,6 +480,23 @@ def create_app(kb: KnowledgeBase | None = None, settings: Settings | None = None
 
     app.openapi = openapi
     return app
+
+
+def _read_env(body: dict[str, Any]) -> EnvSnapshot:
+    """The request's env snapshot through the same model as `--env FILE`; a bad one is a 422 naming
+    the field."""
+    from pydantic import ValidationError
+
+    from advisor.envfile import SNAPSHOT_KIND
+
+    if body.get("kind") not in (None, SNAPSHOT_KIND):
+        raise HTTPException(status_code=422, detail=[{"field": "env.kind", "message": f"expected {SNAPSHOT_KIND!r}: "
+                                                      "send what `advisor env --json` prints"}])
+    try:
+        return EnvSnapshot.model_validate(body)
+    except ValidationError as exc:
+        raise HTTPException(status_code=422, detail=[
+            {"field": ".".join(["env", *map(str, e["loc"])]), "message": e["msg"]} for e in exc.errors()[:20]]) from None
 
 
 def _read_dumps(bodies: list[dict[str, Any]]) -> list:

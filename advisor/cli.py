@@ -40,6 +40,8 @@ examples:
   advisor kb list --json
   advisor kb coverage
   advisor kb facts --json
+  advisor env -o node0.json
+  advisor preflight --env node0.json --env node1.json --config train.yaml
 
 exit codes:
   0 diagnosed  1 no confident diagnosis  2 usage error  3 input error  4 invalid knowledge base  130 interrupted
@@ -78,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     suggest.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="colour output (default: only on a terminal)")
     suggest.add_argument("--max-causes", type=_max_causes, default=5, metavar="N", help="causes to list, 1-50 (default 5)")
     suggest.add_argument("--kb", action="append", default=[], metavar="DIR", help="add a team KB directory on top of the built-in one (also $ADVISOR_KB_PATH)")
+    suggest.add_argument("--env", action="append", default=[], metavar="FILE",
+                         help="an env snapshot (`advisor env -o FILE`): it answers the versions, GPUs and framework (repeatable, one per node)")
 
     kb = sub.add_parser("kb", help="check or list the knowledge base")
     kb_sub = kb.add_subparsers(dest="kb_command", metavar="ACTION")
@@ -102,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
     serve.add_argument("--kb", action="append", default=[], metavar="DIR")
+
+    from advisor.cli_checks import add_parsers
+
+    add_parsers(sub)
 
     tui = sub.add_parser("tui", help="the guided terminal wizard")
     tui.add_argument("--log", metavar="FILE")
@@ -136,6 +144,10 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None, stdou
             return _suggest(args, stdin, out, err)
         if args.command == "kb":
             return _kb(args, out, err, parser)
+        if args.command in ("env", "preflight"):
+            from advisor.cli_checks import run
+
+            return run(args, out, err)
         if args.command == "serve":
             from advisor.api import serve
 
@@ -210,6 +222,7 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
             err.write(f"advisor: {exc}\n")
             return EXIT_INPUT
     try:
+        snapshots = _load_snapshots(args.env)
         source, size = _open_input(args, stdin, err)
     except InputError as exc:
         err.write(f"advisor: {exc}\n")
@@ -217,7 +230,7 @@ def _suggest(args, stdin: BinaryIO | None, out: TextIO, err: TextIO) -> int:
     kb = load_kb(args.kb)
     _resume_gc()
     request = DiagnoseRequest(answers=answers, framework=args.framework, mask_hosts=args.mask_hosts,
-                              description=args.describe, max_causes=max(1, min(args.max_causes, 50)))
+                              description=args.describe, max_causes=max(1, min(args.max_causes, 50)), env=snapshots)
     progress = _progress(err, size)
     try:
         try:
@@ -274,6 +287,15 @@ def _quiet(out: TextIO) -> None:
         os.close(devnull)
     except (AttributeError, OSError, ValueError):  # an in-memory stream (tests) has no descriptor
         pass
+
+
+def _load_snapshots(paths: list[str]) -> list:
+    """The `--env` snapshots; the env module is imported only when one is given (fast start)."""
+    if not paths:
+        return []
+    from advisor.cli_checks import load_snapshots
+
+    return load_snapshots(paths)
 
 
 def _open_input(args, stdin: BinaryIO | None, err: TextIO) -> tuple[str | BinaryIO, int | None]:

@@ -82,6 +82,10 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
 
         join_facts(facts, reading.flight_recorder, log_read=reading.stats.bytes > 0)
     answered = apply_answers(kb, facts, request.answers, request.framework)
+    if request.env:
+        from advisor.envfacts import apply_environment
+
+        apply_environment(kb, facts, request.env)
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)

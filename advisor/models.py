@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.fr_models import FlightRecorderSummary
+from advisor.envfile import EnvSnapshot
 
 
 class Model(BaseModel):
@@ -31,7 +32,7 @@ class FailureEvent(Model):
 
 class FactValue(Model):
     value: Any
-    origin: Literal["log", "answer", "inferred", "flag", "dump"] = "log"
+    origin: Literal["log", "answer", "inferred", "flag", "dump", "env"] = "log"
     line: int | None = None
     text: str | None = None
     detail: str | None = None
@@ -224,3 +225,5 @@ class DiagnoseRequest(Model):
     mask_hosts: bool = Field(default=False, description="also mask host names and IP addresses in the output")
     max_causes: int = Field(default=5, ge=1, le=50)
     max_questions: int = Field(default=3, ge=0, le=20)
+    env: list[EnvSnapshot] = Field(default_factory=list, max_length=1024,
+                                   description="env snapshots (`advisor env --json`): they answer what the machine knows")

@@ -337,6 +337,7 @@ SnippetFormat = Literal[
     "deepspeed-env",
     "torch-python",
     "hf-python",
+    "hf-json",
     "shell",
 ]
 

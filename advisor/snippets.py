@@ -64,7 +64,7 @@ LANGUAGE = {
     "llamafactory-yaml": "yaml", "trl-yaml": "yaml", "openr1-yaml": "yaml", "lightningcli-yaml": "yaml", "accelerate-yaml": "yaml",
     "hf-cli": "bash", "shell": "bash", "deepspeed-env": "bash", "torchtitan-toml": "toml",
     "torchtitan-python": "python", "lightning-python": "python", "accelerate-python": "python",
-    "torch-python": "python", "hf-python": "python",
+    "torch-python": "python", "hf-python": "python", "hf-json": "json",
 }
 
 
@@ -262,6 +262,12 @@ def _hf_python(items: list[Resolved], header: str) -> str:
                       f"args = TrainingArguments(output_dir=\"out\", {kwargs})"]) + "\n"
 
 
+def _hf_json(items: list[Resolved]) -> str:
+    """Keys to merge into a TrainingArguments JSON file (`HfArgumentParser.parse_json_file`); JSON
+    has no comments, so the header and derivations live in the snippet's title and the fix."""
+    return json.dumps({r.key: convert(r.value, r.unit) for r in items}, indent=2) + "\n"
+
+
 def _exports(items: list[Resolved], header: str) -> str:
     import textwrap
 
@@ -300,6 +306,8 @@ def render(fmt: str, items: list[Resolved], framework: str, header: str, facts: 
         content = _torch_python(items, header, facts)
     elif fmt == "hf-python":
         content = _hf_python(items, header)
+    elif fmt == "hf-json":
+        content = _hf_json(items)
     elif fmt in ("shell", "deepspeed-env"):
         content = _exports(items, header)
     else:  # pragma: no cover - the KB schema limits formats

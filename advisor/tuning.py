@@ -68,6 +68,13 @@ def save_floor(size_b: float) -> int:
     return 600 if size_b < 1 else 1800 if size_b <= 10 else 3600
 
 
+def checkpoint_write(size_b: float, with_optimizer: bool, gbps: float, writers: int) -> tuple[int, float, float]:
+    """Bytes per parameter, checkpoint GB, and the seconds the slowest writer needs to write it."""
+    per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
+    gb = size_b * per_param
+    return per_param, gb, gb / (gbps * writers)
+
+
 def checkpoint_save_timeout(facts: Facts) -> Calculated:
     """A collective timeout long enough for the slowest rank to finish writing a checkpoint."""
     missing: list[str] = []
@@ -92,9 +99,7 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
     size_used = float(size) if size is not None else ASSUMED_MODEL_B
     if size is None:
         parts.append(f"model size unknown, assumed {ASSUMED_MODEL_B:g} B (answer model_size_b)")
-    per_param = WEIGHT_BYTES + (ADAM_STATE_BYTES if with_optimizer else 0)
-    gb = size_used * per_param
-    write_s = gb / (bw * writers)
+    per_param, gb, write_s = checkpoint_write(size_used, with_optimizer, bw, writers)
     estimate = _round_up(SAFETY * write_s + MARGIN_S)
     what = "bf16 weights + fp32 Adam state" if with_optimizer else "bf16 weights only"
     assumed = "" if storage == storage_used else ", assumed"
@@ -116,7 +121,8 @@ def checkpoint_save_timeout(facts: Facts) -> Calculated:
         value = MAX_TIMEOUT_S
     return Calculated(
         value=value, unit="s", derivation=_derivation(parts, value),
-        used={"model_size_b": size_used, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers},
+        used={"model_size_b": size_used, "storage": storage_used, "saves_optimizer": with_optimizer, "writers": writers,
+              "write_s": None if size is None else round(write_s)},
         missing=missing, note=note,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,3 +91,51 @@ def misspell(content: str, key: str, after: str = "") -> str:
             lines[i] = line.replace(key + after, key + "x" + after, 1)
             return "\n".join(lines)
     raise AssertionError(f"{key + after!r} not in {content!r}")
+
+
+# --- preflight: the example configs of tests/fixtures/preflight, as the advisor reads them ----------
+
+PREFLIGHT = Path(__file__).resolve().parents[1] / "fixtures" / "preflight"
+PREFLIGHT_CONFIGS = [
+    "llamafactory_llama2_70b_full_sft.yaml", "llamafactory_qwen_lora_sft.yaml", "trl_sft_qwen.yaml",
+    "recipes/Qwen2.5-32B-Instruct/grpo/config_demo.yaml", "hf_training_args_13b.json", "torchtitan_llama3_70b.toml",
+    "titan_preflight_configs.py:llama3_70b_nfs", "titan_preflight_configs.py:llama3_8b_checkpointed",
+    "lightningcli_llama70b.yaml", "accelerate_debug.yaml",
+]
+
+
+def preflight_configs(*formats: str) -> list:
+    """The example configs in these formats, read by advisor.configs (not by the framework)."""
+    from advisor.configs import read_config
+
+    out = []
+    for spec in PREFLIGHT_CONFIGS:
+        config = read_config(str(PREFLIGHT / "configs" / spec))
+        if config.format in formats:
+            out.append(pytest.param(config, id=spec))
+    return out
+
+
+def preflight_reading(config) -> dict[str, Any]:
+    """What the preflight checks take from a config: the collective timeout in force (the config's
+    value, else the framework's default from the KB) and every other key they read."""
+    from advisor.knowledge import load_kb
+    from advisor.preflight import Context, base_facts, current_timeout
+
+    ctx = Context(kb=load_kb(), nodes=[], config=config)
+    ctx.facts = base_facts(ctx)
+    seconds, key, _ = current_timeout(ctx)
+    values = {key: seconds} if key else {}
+    for name, setting in config.settings.items():
+        if not isinstance(setting.value, dict):
+            values.setdefault(name, setting.value)
+    return values
+
+
+def preflight_fix_snippets(config, answers: dict[str, Any] | None = None):
+    """The fix snippets preflight gives for this config (with every node unknown), in its format."""
+    from advisor.knowledge import load_kb
+    from advisor.preflight import run_preflight
+
+    report, _ = run_preflight(load_kb(), [], config, answers or {})
+    return [(f, s) for f in report.findings if f.fix for s in f.fix.snippets if s.format == config.format]

@@ -7,12 +7,14 @@ names, that the value then does not arrive), so these tests can fail.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import socket
 import subprocess
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -213,3 +215,103 @@ def test_shell_exports(case, tmp_path):
                               capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
         shown = str(int(value)) if isinstance(value, bool) else str(value)
         assert done.returncode == 0 and done.stdout == shown, (key, done.stderr)
+
+
+# --- preflight: the example configs, read by the frameworks and by the advisor, agree ---------------
+
+from dataclasses import dataclass as _dataclass  # noqa: E402
+
+from corpus import preflight_configs, preflight_fix_snippets, preflight_reading  # noqa: E402
+
+
+def _compare(ours: dict, parsed_objects, keys) -> None:
+    for key in keys:
+        theirs = next(getattr(o, key) for o in parsed_objects if hasattr(o, key))
+        assert ours.get(key, theirs) == theirs, key
+
+
+@pytest.mark.parametrize("config", preflight_configs("trl-yaml"))
+def test_preflight_trl_recipe_reads_like_trlparser(config, tmp_path, monkeypatch):
+    trl = require("trl")
+    for name in config.env:
+        monkeypatch.delenv(name, raising=False)
+    parser = trl.TrlParser((trl.ScriptArguments, trl.SFTConfig, trl.ModelConfig))
+    parsed = parser.parse_args_and_config(args=["--config", config.path, *CPU])
+    _compare(preflight_reading(config), parsed, ("model_name_or_path", "ddp_timeout", "packing", "save_only_model", "output_dir"))
+    import os
+
+    for name, setting in config.env.items():  # TrlParser exported the recipe's env: section
+        assert os.environ[name] == str(setting.value), name
+
+
+@pytest.mark.parametrize("config", preflight_configs("openr1-yaml"))
+def test_preflight_openr1_recipe_reads_like_trlparser(config):
+    trl = require("trl")
+    grpo = require("trl.scripts.grpo")
+    parser = trl.TrlParser((grpo.GRPOScriptArguments, trl.GRPOConfig, trl.ModelConfig))
+    parsed = parser.parse_args_and_config(args=["--config", config.path, *CPU])
+    _compare(preflight_reading(config), parsed, ("model_name_or_path", "ddp_timeout", "reward_funcs", "num_generations",
+                                                  "use_vllm", "output_dir"))
+
+
+@_dataclass
+class ModelArguments:
+    """The model half of a script's arguments (as in transformers' examples/run_clm.py)."""
+
+    model_name_or_path: str
+
+
+@pytest.mark.parametrize("config", preflight_configs("hf-json"))
+def test_preflight_training_arguments_json_reads_like_hfargumentparser(config, tmp_path):
+    transformers = require("transformers")
+    parser = transformers.HfArgumentParser((ModelArguments, transformers.TrainingArguments))
+    parsed = parser.parse_json_file(config.path)
+    _compare(preflight_reading(config), parsed, ("model_name_or_path", "ddp_timeout", "output_dir", "save_strategy", "save_steps"))
+    # the fix in the same format, merged into the file, is what TrainingArguments then holds
+    fixes = preflight_fix_snippets(config, {"model_size_b": 70})
+    assert fixes, "the 13 B example with a 70 B answer must need a longer timeout"
+    for finding, snippet in fixes:
+        data = {**json.loads(Path(config.path).read_text()), **json.loads(snippet.content)}
+        path = tmp_path / "fixed.json"
+        path.write_text(json.dumps(data))
+        (_, args) = parser.parse_json_file(str(path))
+        assert args.ddp_timeout == finding.fix.settings["collective_timeout"]
+        path.write_text(json.dumps({**data, "ddp_timeoutx": 1}))
+        with pytest.raises(ValueError):
+            parser.parse_json_file(str(path))
+
+
+@pytest.mark.parametrize("config", preflight_configs("lightningcli-yaml"))
+def test_preflight_lightningcli_config_reads_like_lightningcli(config, tmp_path, monkeypatch):
+    require("jsonargparse")
+    cli_module = require("lightning.pytorch.cli")
+    demos = require("lightning.pytorch.demos.boring_classes")
+    monkeypatch.chdir(tmp_path)
+
+    class NamedModel(demos.BoringModel):
+        def __init__(self, model_name: str = "tiny"):
+            super().__init__()
+            self.model_name = model_name
+
+    def parse(path):
+        return cli_module.LightningCLI(NamedModel, demos.BoringDataModule, run=False, save_config_callback=None,
+                                       args=["--config", str(path), "--trainer.accelerator=cpu"])
+
+    cli = parse(config.path)
+    ours = preflight_reading(config)
+    assert cli.trainer.strategy._timeout == timedelta(seconds=ours["trainer.strategy.init_args.timeout"])
+    assert cli.model.model_name == ours["model.model_name"] and cli.trainer.num_nodes == ours["trainer.num_nodes"]
+    # the fix snippet, merged into the config, is the timeout the strategy gets
+    for finding, snippet in preflight_fix_snippets(config):
+        data = yaml.safe_load(Path(config.path).read_text())
+        data["trainer"]["strategy"] = yaml.safe_load(snippet.content)["trainer"]["strategy"]
+        path = tmp_path / "fixed.yaml"
+        path.write_text(yaml.safe_dump(data))
+        assert parse(path).trainer.strategy._timeout == timedelta(seconds=finding.fix.settings["collective_timeout"])
+
+
+@pytest.mark.parametrize("config", preflight_configs("accelerate-yaml"))
+def test_preflight_accelerate_config_reads_like_accelerate(config):
+    config_args = require("accelerate.commands.config.config_args")
+    parsed = config_args.load_config_from_file(config.path)
+    assert parsed.debug == preflight_reading(config)["debug"] is True

@@ -60,3 +60,42 @@ def test_torchtitan_python_config(case):
         assert attr(fresh, key) == value, key
     with pytest.raises(SystemExit):
         config_manager().parse_args(base + [misspell(" ".join(flags), "--" + next(iter(case.expected())))])
+
+
+# --- preflight: the example configs, read by torchtitan and by the advisor, agree -------------------
+
+import sys  # noqa: E402
+
+from corpus import PREFLIGHT, preflight_configs, preflight_reading  # noqa: E402
+
+TITAN_KEYS = ("comm.train_timeout_seconds", "comm.init_timeout_seconds", "metrics.log_freq", "metrics.enable_tensorboard",
+              "metrics.save_tb_folder", "checkpoint.enable", "checkpoint.folder", "checkpoint.interval")
+
+
+def _compare_titan(config, parsed, dump_key: str, flavor) -> None:
+    ours = preflight_reading(config)
+    for key in (*TITAN_KEYS, dump_key):
+        if key in ours:
+            assert ours[key] == attr(parsed, key), key
+    assert ours["comm.train_timeout_seconds"] == parsed.comm.train_timeout_seconds  # the default the advisor assumes
+    assert ours.get("model.flavor") == flavor
+
+
+@pytest.mark.parametrize("config", preflight_configs("torchtitan-toml"))
+def test_preflight_toml_reads_like_torchtitan(config):
+    if titan_version() >= (0, 3):
+        pytest.skip("TOML is read by torchtitan <= 0.2.2; tested in the 0.2.2 environment")
+    config_manager = require("torchtitan.config").ConfigManager
+    parsed = config_manager().parse_args(["--job.config_file", config.path])
+    _compare_titan(config, parsed, "job.dump_folder", parsed.model.flavor)
+
+
+@pytest.mark.parametrize("config", preflight_configs("torchtitan-python"))
+def test_preflight_python_config_reads_like_torchtitan(config, monkeypatch):
+    if titan_version() < (0, 3):
+        pytest.skip("Python configs are torchtitan >= 0.3; tested in the 0.3 environment")
+    config_manager = require("torchtitan.config").ConfigManager
+    monkeypatch.syspath_prepend(str(PREFLIGHT / "configs"))
+    sys.modules.pop("titan_preflight_configs", None)
+    parsed = config_manager().parse_args(["--module", "titan_preflight_configs", "--config", config.function])
+    _compare_titan(config, parsed, "dump_folder", parsed.model_spec.flavor)
