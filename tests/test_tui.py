@@ -7,6 +7,7 @@ Snapshots (pytest-textual-snapshot) pin every step at 80x24; update them deliber
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Static
 
 from advisor.tui.app import AdvisorApp
 from helpers import scenario
@@ -62,6 +63,10 @@ async def test_walk_from_paste_to_copied_snippet(kb, tmp_path, monkeypatch):
         assert "storage" in asked
         assert app.answers["storage"] == "network-fs"
         assert app.query("#final")  # the final answer is on screen
+        timeout = app.query_one("#timeout")  # which clock fired, folded like the evidence
+        assert timeout.title == "Timeout: pg-collective" and timeout.collapsed
+        body = [str(w.render()) for w in timeout.query(Static) if w.id == "timeout-lines"]
+        assert body and "origin:" in body[0] and "if raised, next:" in body[0]
         openr1 = [i for i, s in enumerate(app.diagnosis.fix.snippets) if s.format == "openr1-yaml" and "ddp_timeout" in s.content][0]
         for _ in range(openr1):
             await pilot.press("down")

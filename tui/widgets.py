@@ -81,6 +81,12 @@ class FinalAnswer(Vertical):
         if lines:
             with Collapsible(title="Evidence", collapsed=True, id="evidence"):
                 yield Static("\n".join(lines), markup=False)
+        if d.timeout is not None:
+            from advisor.render import timeout_lines
+
+            # which clock fired and whether the user's setting reaches it: the trap most fixes fall into
+            with Collapsible(title=f"Timeout: {d.timeout.clock}", collapsed=True, id="timeout"):
+                yield Static("\n".join(timeout_lines(d.timeout)), markup=False, id="timeout-lines")
         if d.fix.actions:
             steps = "\n".join(f"{i}. [{'mitigation' if a.mitigation else a.kind}] {a.title}" + (f" — {a.caveat.split('.')[0]}." if a.caveat else "")
                               for i, a in enumerate(d.fix.actions, 1))
