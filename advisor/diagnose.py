@@ -89,6 +89,8 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)
+    if status == "diagnosed" and kb.causes[top_real.id].needs_wait and not wait_seen(facts, bool(request.description)):
+        status = "uncertain"  # a straggler story with no one seen waiting: likely, not established
     real = [c for c in causes if not c.benign]
     harmless_only = bool(causes) and causes[0].benign
     if status == "no-match" and len(real) < SIMILAR_FILL and not harmless_only:
@@ -241,6 +243,17 @@ def is_specific(cause, rival=None) -> bool:
         return False
     theirs = {f["fact"]: f["weight"] for f in (rival.evidence.get("facts", []) if rival is not None else [])}
     return stands_alone([e["weight"] for e in lines], [(f["fact"], f["weight"]) for f in cause.evidence.get("facts", [])], theirs)
+
+
+WAIT_KINDS = frozenset({"timeout", "heartbeat", "store-timeout"})
+
+
+def wait_seen(facts, described: bool) -> bool:
+    """Whether the log (or the user's words) shows ranks waiting: a collective, store or heartbeat
+    timeout, a traceback waiting in a collective, a silent hang, or dumps of ranks left waiting."""
+    kinds = set(facts.get("failure_kinds") or ())
+    return bool(described or kinds & WAIT_KINDS or facts.get("waiting_ops") or facts.get("no_error_lines") is True
+                or facts.get("fr_stragglers") or facts.get("fr_missing_culprits") or facts.known("timeout_ms"))
 
 
 def confident(causes, top_real) -> bool:

@@ -430,6 +430,7 @@ class FactCollector:
     exceptions: list[tuple[int, str, str, bool]] = field(default_factory=list)  # line, type, msg, cascade
     tracebacks: dict[int | None, tuple[int, list[str]]] = field(default_factory=dict)  # rank -> (start line, frame paths)
     last_traceback: int | None = None
+    frames_seen: bool = False
     exception_owner: str | None = None
     first_timeout_line: int | None = None
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
@@ -672,6 +673,7 @@ class FactCollector:
         return self.last_traceback if self.last_traceback in self.tracebacks else None
 
     def _on_frame(self, hit: LineHit) -> None:
+        self.frames_seen = True  # a traceback, even one whose header and exception line were cut: not a silent log
         rank = self._open_traceback(hit.rank)
         tb = self.tracebacks.get(rank)
         if tb is not None and len(tb[1]) < 128:
@@ -948,7 +950,8 @@ class FactCollector:
             put("first_failure", first.kind, first.line, first.text)
             put("failure_kinds", sorted({e.kind for e in events}))
         else:
-            put("no_error_lines", self.error_lines == 0 and not self.exceptions and not self.tracebacks, origin="inferred",
+            put("no_error_lines", self.error_lines == 0 and not self.exceptions and not self.tracebacks and not self.frames_seen,
+                origin="inferred",
                 detail="no failure message was recognised in the log")
         if self.phase_at_failure or (self.phase_now and not events):
             phase, line, text = self.phase_at_failure or self.phase_now

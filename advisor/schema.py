@@ -203,6 +203,9 @@ class Cause(Strict):
     """conditions without which this cause cannot be the answer (a version bug needs the buggy
     version). One that fails rules the cause out; while one is unknown the cause may be listed
     but not win: it ranks below every cause that needs no unknown fact, and is never "diagnosed"."""
+    needs_wait: bool = False
+    """the cause explains ranks that waited for a slow one (a timeout, a hang): it is never
+    "diagnosed" from a log that shows no wait, e.g. a save-path traceback that ends in an exception."""
     fixes: list[Fix] = Field(min_length=1)
     references: list[Url] = Field(min_length=1)
     examples: Examples

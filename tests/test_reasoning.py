@@ -188,3 +188,34 @@ def test_an_answer_never_lets_a_cause_with_an_unknown_requirement_win():
     assert confirmed.causes[0].id == "trl-sft-token-accuracy-gather" and confirmed.status == "diagnosed"
     ruled_out = run(log, framework="open-r1", packing="no", trl_version="0.16.0")
     assert all(c.id != "trl-sft-token-accuracy-gather" for c in ruled_out.causes)
+
+
+SAVE_FRAMES = """\
+  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2210, in _inner_training_loop
+    self._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, epoch)
+  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2701, in _maybe_log_save_evaluate
+    self._save_checkpoint(model, trial)
+  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2790, in _save_checkpoint
+    self.save_model(output_dir, _internal_call=True)
+"""
+SAVE_TIMEOUT = ("[rank1]:[E1103 10:02:11.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=880, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                "600046 milliseconds before timing out.\n")
+
+
+def test_a_straggler_story_needs_someone_seen_waiting(kb):
+    """A save-path traceback alone says the save failed or was cut off, not that the others timed out
+    waiting for it: the save straggler may lead but is not the verdict until a wait is in the log."""
+    alone = run(SAVE_FRAMES)
+    assert alone.causes[0].code == "checkpoint-save-straggler"
+    assert alone.status != "diagnosed"
+    assert alone.facts.get("no_error_lines") is not True  # frames without their header are a traceback, not silence
+    waited = run(SAVE_FRAMES + SAVE_TIMEOUT)
+    assert waited.causes[0].code == "checkpoint-save-straggler" and waited.status == "diagnosed"
+
+
+def test_straggler_causes_declare_that_they_need_a_wait(kb):
+    """The causes whose story is ranks waiting for a slow one carry needs_wait (the verdict gate reads it)."""
+    waiting = {c.id for c in kb.causes.values() if c.needs_wait}
+    assert {"save-checkpoint-timeout", "eval-on-some-ranks", "rank0-logging-io", "collective-slower-than-timeout"} <= waiting
+    assert not any(kb.causes[i].benign for i in waiting)
