@@ -288,7 +288,8 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("elastic-rank", r"(?m)^\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
     # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
-    FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"),
+    FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
+                        r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
     FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
@@ -713,9 +714,14 @@ class FactCollector:
 
     def _on_signal(self, hit: LineHit) -> None:
         name = hit.group("name") or hit.group("name2")
-        num = hit.group("num") or hit.group("num2")
+        num = hit.group("num") or hit.group("num2") or hit.group("crash")
         names = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
-        name = name or names.get(num or "", None)
+        shell = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}
+        name = name or names.get(num or "", None) or shell.get(hit.group("shell") or "")
+        if name and (hit.group("crash") or hit.group("shell")):
+            # a crash report (UCX's signal handler, the shell's "(core dumped)"): the process died of it
+            self.on_event(FailureEvent(kind="killed", line=hit.line_no, rank=hit.rank, text=hit_line(hit),
+                                       timestamp=timestamp_of(hit.text)))
         if name:
             # SIGTERM is what the launcher sends to the survivors: keep looking for a harder signal
             self._set("signal", name, hit, overwrite=self.values.get("signal", _Value("SIGTERM", 0, "")).value == "SIGTERM")

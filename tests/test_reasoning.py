@@ -219,3 +219,15 @@ def test_straggler_causes_declare_that_they_need_a_wait(kb):
     waiting = {c.id for c in kb.causes.values() if c.needs_wait}
     assert {"save-checkpoint-timeout", "eval-on-some-ranks", "rank0-logging-io", "collective-slower-than-timeout"} <= waiting
     assert not any(kb.causes[i].benign for i in waiting)
+
+
+def test_crash_reports_name_their_signal():
+    """UCX's "Caught signal N (...)" and the shell's "(core dumped)" lines are a process dying of a
+    signal; a bus error points at /dev/shm, a segfault is not a kill from outside."""
+    frames = "==== backtrace (tid:    381) ====\n 2 0x0000000000068d6c ncclGroupEnd()  ???:0\n"
+    bus = run("[gpu-07:1    :0:381] Caught signal 7 (Bus error: nonexistent physical address)\n" + frames)
+    assert bus.facts["signal"] == "SIGBUS" and bus.facts["first_failure"] == "killed"
+    assert bus.causes[0].code == "shm-exhausted"
+    seg = run("[gpu-07:1    :0:381] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)\n" + frames)
+    assert seg.facts["signal"] == "SIGSEGV" and seg.status == "no-match"
+    assert run("Bus error (core dumped)\n").facts["signal"] == "SIGBUS"
