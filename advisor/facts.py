@@ -105,6 +105,10 @@ _SPECS = [
     FactSpec("deepspeed_version", "version", "DeepSpeed version"),
     FactSpec("uses_deepspeed", "bool", "DeepSpeed creates the process group (ZeRO under HF Trainer, accelerate or Lightning, or the deepspeed launcher)"),
     FactSpec("use_cpu", "bool", "HF TrainingArguments use_cpu / no_cuda: training on CPU with gloo"),
+    FactSpec("save_on_one_rank", "bool", "the script calls the save (or a collective around it) under a rank check "
+             "(`if rank == 0`, `is_global_zero`, `is_main_process`)"),
+    FactSpec("training_finished", "bool", "the training loop reported its normal end before the failure "
+             "(Lightning's `Trainer.fit` stopped, the HF Trainer's Training completed)"),
     FactSpec("resumed", "bool", "the run resumed from a checkpoint past step 0"),
     # from Flight Recorder dumps (advisor.fr_join)
     FactSpec("fr_mismatch", "bool", "Flight Recorder: ranks issued different collectives (op, sizes or dtypes) at the same sequence number"),
