@@ -231,3 +231,16 @@ def test_crash_reports_name_their_signal():
     seg = run("[gpu-07:1    :0:381] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)\n" + frames)
     assert seg.facts["signal"] == "SIGSEGV" and seg.status == "no-match"
     assert run("Bus error (core dumped)\n").facts["signal"] == "SIGBUS"
+
+
+def test_a_save_on_one_rank_is_told_from_a_slow_save_by_one_answer():
+    """After training ended, rank 0 alone waits in a one-element all-reduce while saving: a guarded
+    save (its barrier) or a slow write. The advisor asks, and the answer decides."""
+    log = "`Trainer.fit` stopped: `max_epochs=20` reached.\nsaving final checkpoint to final.ckpt\n" + SAVE_TIMEOUT.replace("Rank 1", "Rank 0").replace("rank1", "rank0")
+    d = run(log)
+    assert d.facts["training_finished"] is True and d.facts["phase"] == "save"
+    assert "save_on_one_rank" in [q.id for q in d.questions]
+    guarded = run(log, save_on_one_rank="yes")
+    assert guarded.causes[0].id == "save-called-on-one-rank" and guarded.causes[0].code == "collective-mismatch"
+    everywhere = run(log, save_on_one_rank="no", storage="network-fs")
+    assert everywhere.causes[0].code == "checkpoint-save-straggler"
