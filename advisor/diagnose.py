@@ -86,6 +86,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         from advisor.envfacts import apply_environment
 
         apply_environment(kb, facts, request.env)
+    _peer_finished(facts)  # after the answers: the node count decides whether the summary covers every rank
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)
@@ -243,6 +244,18 @@ def is_specific(cause, rival=None) -> bool:
         return False
     theirs = {f["fact"]: f["weight"] for f in (rival.evidence.get("facts", []) if rival is not None else [])}
     return stands_alone([e["weight"] for e in lines], [(f["fact"], f["weight"]) for f in cause.evidence.get("facts", [])], theirs)
+
+
+def _peer_finished(facts) -> None:
+    """A rank lost its peer, and torchrun's summary lists no other failed worker: on one node the
+    peer exited cleanly, i.e. it finished (uneven inputs, a skipped collective), not crashed or killed."""
+    if facts.get("peer_lost") is not True or facts.get("others_exited_cleanly") is not True or facts.known("peer_fate"):
+        return
+    if (facts.get("nodes") or 1) > 1:
+        return  # another node's agent would list its own failures, not this one
+    clean = facts.values["others_exited_cleanly"]
+    facts.values["peer_fate"] = FactValue(value="finished", origin="inferred", line=clean.line, text=clean.text,
+                                          detail="the peer's connection closed and torchrun lists no other failed worker")
 
 
 WAIT_KINDS = frozenset({"timeout", "heartbeat", "store-timeout"})

@@ -98,6 +98,8 @@ _SPECS = [
              ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),
     FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
     FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
+    FactSpec("others_exited_cleanly", "bool", "torchrun's failure summary lists no other failed worker (<NO_OTHER_FAILURES>): "
+             "the agent's other ranks ended without an error"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
     FactSpec("trl_version", "version", "TRL version (the framework's own under TRL; asked for under Open-R1, which has no releases)"),

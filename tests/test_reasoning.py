@@ -244,3 +244,44 @@ def test_a_save_on_one_rank_is_told_from_a_slow_save_by_one_answer():
     assert guarded.causes[0].id == "save-called-on-one-rank" and guarded.causes[0].code == "collective-mismatch"
     everywhere = run(log, save_on_one_rank="no", storage="network-fs")
     assert everywhere.causes[0].code == "checkpoint-save-straggler"
+
+
+PEER_CLOSED = ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+               "closed by peer [127.0.0.1]:17280. This is typically caused by a remote worker crashing.\n")
+SUMMARY = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+{others}
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_22:15:43
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 20046)
+============================================================
+"""
+OTHER_KILLED = """\
+[1]:
+  time      : 2026-11-23_22:15:43
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 20047)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 20047"""
+
+
+def test_a_peer_that_left_no_failure_had_finished():
+    """torchrun lists no other failed worker while a rank lost its peer: the peer exited cleanly
+    (uneven inputs), which a crashed or killed peer would not."""
+    finished = run(PEER_CLOSED + SUMMARY.format(others="  <NO_OTHER_FAILURES>"))
+    assert finished.facts["peer_fate"] == "finished" and finished.fact_sources["peer_fate"].origin == "inferred"
+    assert finished.causes[0].code == "uneven-inputs"
+    killed = run(PEER_CLOSED + SUMMARY.format(others=OTHER_KILLED))
+    assert "peer_fate" not in killed.facts
+    assert killed.causes[0].code != "uneven-inputs"
+    two_nodes = run(PEER_CLOSED + SUMMARY.format(others="  <NO_OTHER_FAILURES>"), nodes="2")
+    assert two_nodes.facts.get("peer_fate") != "finished"  # the other node's ranks are not in this summary
