@@ -126,7 +126,7 @@ FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 # Exception types raised *because* a collective or the launcher failed: consequences, not causes.
 _CASCADE_EXCEPTIONS = re.compile(
     r"(?:DistBackendError|DistError|DistStoreError|DistNetworkError|ChildFailedError|SignalException"
-    r"|RendezvousClosedError|KeyboardInterrupt|SystemExit|BrokenPipeError|ConnectionResetError"
+    r"|Rendezvous\w*Error|KeyboardInterrupt|SystemExit|BrokenPipeError|ConnectionResetError"
     # torch.multiprocessing.spawn wraps a child's failure: the child's own traceback and exception
     # are printed with it, and its signal (ProcessExitedException) is read by the catalogue
     r"|ProcessRaisedException|ProcessExitedException)$"

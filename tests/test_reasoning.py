@@ -285,3 +285,14 @@ def test_a_peer_that_left_no_failure_had_finished():
     assert killed.causes[0].code != "uneven-inputs"
     two_nodes = run(PEER_CLOSED + SUMMARY.format(others="  <NO_OTHER_FAILURES>"), nodes="2")
     assert two_nodes.facts.get("peer_fate") != "finished"  # the other node's ranks are not in this summary
+
+
+def test_the_rendezvous_errors_are_machinery_not_the_application():
+    """RendezvousTimeoutError (raised without a message) says the nodes did not all join: torch's
+    machinery, so it is not an application exception on a rank."""
+    d = run("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", line 680, in run\n'
+            "    raise RendezvousTimeoutError\n"
+            "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n")
+    assert "user_exception" not in d.facts
+    assert d.causes[0].code in ("slow-startup-skew", "rendezvous-unreachable", "rank-world-size-misconfig")
