@@ -86,7 +86,10 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         from advisor.envfacts import apply_environment
 
         apply_environment(kb, facts, request.env)
-    _peer_finished(facts)  # after the answers: the node count decides whether the summary covers every rank
+    # after the answers: the node count decides whether torchrun's summary covers every rank, and
+    # nodes x GPUs per node is the world an awaited rank must fit in
+    _peer_finished(facts)
+    _world_from_answers(facts)
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
     status = _status(causes, top_real)
@@ -256,6 +259,22 @@ def _peer_finished(facts) -> None:
     clean = facts.values["others_exited_cleanly"]
     facts.values["peer_fate"] = FactValue(value="finished", origin="inferred", line=clean.line, text=clean.text,
                                           detail="the peer's connection closed and torchrun lists no other failed worker")
+
+
+def _world_from_answers(facts) -> None:
+    """Nodes x GPUs per node (answered, or from an env snapshot) is the world size when the log did
+    not print one; a rank the store waited for beyond it is a rank the world cannot hold."""
+    nodes, per_node = facts.get("nodes"), facts.get("gpus_per_node")
+    if facts.known("world_size") or not isinstance(nodes, int) or not isinstance(per_node, int) or nodes < 1 or per_node < 1:
+        return
+    world = nodes * per_node
+    facts.values["world_size"] = FactValue(value=world, origin="inferred", detail=f"{nodes} node(s) x {per_node} GPU(s) per node")
+    awaited = facts.get("awaited_rank")
+    if isinstance(awaited, int) and awaited >= world and not facts.known("rank_outside_world"):
+        where = facts.values["awaited_rank"]
+        facts.values["rank_outside_world"] = FactValue(
+            value=True, origin="inferred", line=where.line, text=where.text,
+            detail=f"the store waited for rank {awaited}, but {nodes} x {per_node} ranks were started")
 
 
 WAIT_KINDS = frozenset({"timeout", "heartbeat", "store-timeout"})

@@ -296,3 +296,17 @@ def test_the_rendezvous_errors_are_machinery_not_the_application():
             "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n")
     assert "user_exception" not in d.facts
     assert d.causes[0].code in ("slow-startup-skew", "rendezvous-unreachable", "rank-world-size-misconfig")
+
+
+STORE_WAIT = "torch.distributed.DistStoreError: wait timeout after 15000ms, keys: /default_pg/0//cpu//0/2\n"
+
+
+def test_the_answered_world_holds_the_awaited_rank_or_not():
+    """1 node x 2 GPUs is a world of 2: a store waiting for rank 2's key waits for a rank the
+    launcher never started, which points at mismatched sizes, not at a late rank."""
+    small = run(STORE_WAIT, nodes="1", gpus_per_node="2")
+    assert small.facts["world_size"] == 2 and small.facts["rank_outside_world"] is True
+    assert small.causes[0].code == "rank-world-size-misconfig"
+    big = run(STORE_WAIT, nodes="2", gpus_per_node="2")
+    assert "rank_outside_world" not in big.facts
+    assert big.causes[0].code != "rank-world-size-misconfig" or big.causes[0].score < small.causes[0].score
