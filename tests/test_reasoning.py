@@ -310,3 +310,18 @@ def test_the_answered_world_holds_the_awaited_rank_or_not():
     big = run(STORE_WAIT, nodes="2", gpus_per_node="2")
     assert "rank_outside_world" not in big.facts
     assert big.causes[0].code != "rank-world-size-misconfig" or big.causes[0].score < small.causes[0].score
+
+
+def test_lightning_validation_epoch_end_is_evaluation():
+    """Lightning's logger connector has an on_epoch_end called at the end of validation too: a
+    traceback through the sanity check or the evaluation epoch end is the eval phase."""
+    frames = "".join(f'[rank1]:   File "/venv/lib/python3.11/site-packages/lightning/pytorch/{f}\n' for f in (
+        'trainer/trainer.py", line 1150, in _run_sanity_check',
+        'loops/evaluation_loop.py", line 381, in _on_evaluation_epoch_end',
+        'trainer/connectors/logger_connector/logger_connector.py", line 205, in on_epoch_end',
+    ))
+    d = run("[rank1]: Traceback (most recent call last):\n" + frames +
+            "[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 40000ms for recv operation to complete\n")
+    assert d.facts["phase"] == "eval"
+    hf = run('  File "/venv/lib/python3.11/site-packages/transformers/trainer_callback.py", line 480, in on_epoch_end\n' + SAVE_TIMEOUT)
+    assert hf.facts["phase"] == "end-of-epoch"
