@@ -58,6 +58,8 @@ _SPECS = [
     FactSpec("ranks_seen", "list", "ranks that printed anything (by [rankN]: prefix)"),
     FactSpec("silent_ranks", "list", "ranks of the world that reported no failure: the suspects"),
     FactSpec("reporting_count", "int", "how many ranks reported a failure"),
+    FactSpec("every_rank_timed_out", "bool", "every rank of the world reports its own collective timeout: all were "
+             "waiting, none was busy elsewhere"),
     FactSpec("only_rank0_reported", "bool", "rank 0 alone reported the timeout although other ranks' output is in the log"),
     FactSpec("seq_spread", "bool", "ranks time out at different sequence numbers (they are out of step)"),
     FactSpec("op_mismatch", "bool", "ranks report different collectives at the same sequence number"),
@@ -346,6 +348,7 @@ TRAINING_LOOP_PATHS = ("loops/training_epoch_loop.py", "loops/optimization/autom
 
 # torch.distributed calls a rank can wait in: the function names of distributed_c10d.py's public
 # collectives and point-to-point calls (torch 2.x), as they appear in a traceback's frames.
+_AUTOGRAD_RUN = frozenset({"_engine_run_backward", "run_backward"})
 COLLECTIVE_CALLS = frozenset({
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_object",
     "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all",
@@ -411,6 +414,7 @@ class _RankReport:
     last_enqueued: int | None = None
     last_completed: int | None = None
     line: int | None = None
+    timed_out: bool = False  # this rank's own collective timed out (it was waiting, not busy elsewhere)
 
 
 @dataclass
@@ -516,6 +520,8 @@ class FactCollector:
                 self._set("group_size", nout // nin, hit)
         if rank is not None and "caught collective operation timeout" in t.lower() or (rank is not None and "Timeout at NCCL work" in t):
             report = self._report(rank)
+            if report is not None:
+                report.timed_out = True
             if report is not None and report.seq is None:
                 report.seq = seq
                 report.op = found["op"]
@@ -539,7 +545,9 @@ class FactCollector:
         self._set("timeout_ms", ms, hit)
         self._set("backend", "gloo", hit)
         if hit.rank is not None:
-            self._report(hit.rank)
+            report = self._report(hit.rank)
+            if report is not None:
+                report.timed_out = True
 
     def _on_torch_version(self, hit: LineHit) -> None:
         version = _version(hit.group("v"))
@@ -690,6 +698,10 @@ class FactCollector:
             self.training_frame = (hit.line_no, hit_line(hit, 400))
         if rank is not None and path.endswith("distributed_c10d.py") and func in COLLECTIVE_CALLS and len(self.waiting) < _MAX_RANKS:
             self.waiting[rank] = func  # the innermost torch.distributed call of this rank's traceback
+        elif (rank is not None and func in _AUTOGRAD_RUN and path.endswith(("autograd/graph.py", "autograd/__init__.py"))
+              and len(self.waiting) < _MAX_RANKS):
+            # a collective error raised out of backward comes from DDP's reducer: the gradient all-reduce
+            self.waiting[rank] = "all_reduce"
 
     def _on_exception_line(self, hit: LineHit) -> None:
         etype = hit.group("type") or ""
@@ -919,6 +931,9 @@ class FactCollector:
         if world is not None and reporting and isinstance(world.value, int) and world.value <= 65536:
             silent = [r for r in range(world.value) if r not in self.reports]
             put("silent_ranks", silent[:512], origin="inferred", detail=f"world size {world.value} minus the ranks that reported")
+            if world.value >= 2 and all(r in self.reports and self.reports[r].timed_out for r in range(world.value)):
+                put("every_rank_timed_out", True, origin="inferred",
+                    detail=f"all {world.value} ranks report their own collective timeout: every rank was waiting")
 
     def _finalize_rank_ids(self, put, out, ranks_prefixed: set[int]) -> None:
         """Rank ids against each other and the world size: a rank announced twice, a rank id the

@@ -325,3 +325,23 @@ def test_lightning_validation_epoch_end_is_evaluation():
     assert d.facts["phase"] == "eval"
     hf = run('  File "/venv/lib/python3.11/site-packages/transformers/trainer_callback.py", line 480, in on_epoch_end\n' + SAVE_TIMEOUT)
     assert hf.facts["phase"] == "end-of-epoch"
+
+
+def _gloo_timeout(rank: int, frames: list[str]) -> str:
+    body = "".join(f'[rank{rank}]:   File "/venv/lib/python3.11/site-packages/{f}\n' for f in frames)
+    return (f"[rank{rank}]: Traceback (most recent call last):\n{body}[rank{rank}]: RuntimeError: [/pytorch/third_party/gloo/"
+            "gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 40000ms for recv operation to complete\n")
+
+
+def test_every_rank_waiting_in_different_calls_is_a_mismatch_not_a_straggler():
+    """Both ranks of a 2-rank world time out, rank 0 in a barrier and rank 1 in backward (DDP's
+    gradient all-reduce): no rank was busy elsewhere, they wait in different collectives."""
+    world = "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\nInitializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n"
+    log = world + _gloo_timeout(0, ['torch/distributed/distributed_c10d.py", line 5356, in barrier']) + _gloo_timeout(
+        1, ['torch/_tensor.py", line 623, in backward', 'torch/autograd/graph.py", line 979, in _engine_run_backward'])
+    d = run(log)
+    assert d.facts["every_rank_timed_out"] is True
+    assert d.facts["waiting_ops"] == {"0": "barrier", "1": "all_reduce"}
+    assert d.causes[0].code == "collective-mismatch"
+    one = run(world + _gloo_timeout(1, ['torch/distributed/distributed_c10d.py", line 5356, in barrier']))
+    assert "every_rank_timed_out" not in one.facts  # rank 0 said nothing: it may have been busy
