@@ -104,6 +104,8 @@ _SPECS = [
              "the agent's other ranks ended without an error"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
+    FactSpec("trl_trainer", "str", "which TRL trainer runs (its module in a traceback, SFTTrainer's metric, or answered)",
+             ("sft", "grpo", "dpo", "orpo", "cpo", "kto", "ppo", "rloo", "reward", "gkd", "bco", "prm", "xpo", "nash_md", "other")),
     FactSpec("trl_version", "version", "TRL version (the framework's own under TRL; asked for under Open-R1, which has no releases)"),
     FactSpec("accelerate_version", "version", "accelerate version"),
     FactSpec("deepspeed_version", "version", "DeepSpeed version"),
@@ -301,6 +303,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
     FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
+    # which TRL trainer runs: its module in a traceback, or SFTTrainer's own metric (trl/trainer/*_trainer.py)
+    FactProbe("trl-trainer", r"trl/trainer/(?P<t>sft|grpo|dpo|orpo|cpo|kto|ppo|rloo|reward|online_dpo|gkd|bco|prm|xpo|nash_md)_trainer\.py"
+                             r"|open_r1/(?P<recipe>sft|grpo)\.py|\b(?P<metric>mean_token_accuracy)\b", recurring="first"),
     FactProbe("model-size-name", r"[A-Za-z][\w.]*?[-_](?P<b>\d{1,4}(?:\.\d{1,2})?)[bB](?:[-_/ ]|$)", recurring="first"),
     FactProbe("model-params", r"(?:all params|total parameters|Number of parameters|num_params|total params)[:= ]*(?P<n>\d{1,3}(?:,\d{3})+|\d{7,})", recurring="latest"),
     FactProbe("titan-resume", r"Loading the checkpoint from \S*?step-(?P<step>\d+)", recurring="first"),
@@ -775,6 +780,12 @@ class FactCollector:
                 if len(self.rates) > 128:
                     del self.rates[::2]
             self.last_rate = (line, value)
+
+    def _on_trl_trainer(self, hit: LineHit) -> None:
+        # Open-R1's recipes: src/open_r1/sft.py runs SFTTrainer, grpo.py GRPOTrainer
+        trainer = hit.group("t") or hit.group("recipe") or ("sft" if hit.group("metric") else None)
+        if trainer:
+            self._set("trl_trainer", trainer.replace("online_dpo", "dpo"), hit)
 
     def _on_model_size_name(self, hit: LineHit) -> None:
         b = float(hit.group("b"))

@@ -109,7 +109,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
             if gain >= MIN_GAIN:
                 scored.append((gain, question, "its answer is expected to narrow the causes down"))
     if top is not None and top.score >= 0.3:
-        for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts)}.items():
+        for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts), **_requirement_needs(kb, top)}.items():
             question = kb.questions.get(qid)
             if question is None or _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
                 continue
@@ -186,6 +186,17 @@ def _version_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
             question = next((q for q in kb.questions.values() if q.fact == name), None)
             if question is not None:
                 needs.setdefault(question.id, f"the cause exists only in some releases: {rule.why}")
+    return needs
+
+
+def _requirement_needs(kb, top: RankedCause) -> dict[str, str]:
+    """The facts the leading cause `requires` that are still unknown: without them it cannot be the
+    diagnosis, so they are asked first."""
+    needs: dict[str, str] = {}
+    for name in top.unconfirmed:
+        question = next((q for q in kb.questions.values() if q.fact == name), None)
+        if question is not None:
+            needs.setdefault(question.id, f"{top.title} holds only if {name.replace('_', ' ')} is confirmed")
     return needs
 
 

@@ -228,7 +228,8 @@ def test_max_causes_out_of_range_is_a_usage_error_as_in_the_api(value):
 
 
 def test_questions_name_the_framework_and_carry_no_jargon():
-    data = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--framework", "trl", "--json").json
+    data = run_cli("suggest", "--error", LINE, "--answer", "phase=save", "--answer", "trl_trainer=sft", "--framework", "trl",
+                   "--json").json
     version = next(q for q in data["questions"] if q["kind"] == "version")  # framework_version, or trl_version under TRL
     assert "TRL" in version["text"] and "that framework" not in version["text"]
     assert all("bits" not in q["reason"] for q in data["questions"])

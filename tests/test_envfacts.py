@@ -140,3 +140,19 @@ def test_installed_package_versions_are_not_asked(kb):
     assert "trl_version" not in [q.id for q in d.questions]
     bare = diagnose(DiagnoseRequest(log=TIMEOUT, framework="trl"), kb)
     assert "trl_version" in [q.id for q in bare.questions]
+
+
+def test_an_installed_buggy_trl_is_not_a_verdict_until_the_trainer_is_known(kb):
+    """TRL 0.15.0 on the node and a collective timeout: the SFT logits-gather bug is likely, but only
+    SFTTrainer has it; the advisor asks which trainer runs before it calls it the diagnosis."""
+    snapshot = load_snapshot(str(ENV / "node0.json"))
+    unsure = diagnose(DiagnoseRequest(log=TIMEOUT, env=[snapshot]), kb)
+    assert unsure.causes[0].id == "trl-sft-token-accuracy-gather" and unsure.status != "diagnosed"
+    assert unsure.questions[0].id == "trl_trainer"
+    sft = diagnose(DiagnoseRequest(log=TIMEOUT, env=[snapshot], answers={"trl_trainer": "sft"}), kb)
+    assert sft.causes[0].id == "trl-sft-token-accuracy-gather" and sft.status == "diagnosed"
+    grpo = diagnose(DiagnoseRequest(log=TIMEOUT, env=[snapshot], answers={"trl_trainer": "grpo"}), kb)
+    assert grpo.causes[0].id != "trl-sft-token-accuracy-gather"
+    framed = diagnose(DiagnoseRequest(log=TIMEOUT + '\n  File "/venv/lib/python3.11/site-packages/trl/trainer/sft_trainer.py", '
+                                      'line 540, in compute_loss\n', env=[snapshot]), kb)
+    assert framed.facts["trl_trainer"] == "sft" and "trl_trainer" not in [q.id for q in framed.questions]

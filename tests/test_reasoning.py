@@ -182,9 +182,11 @@ def test_an_answer_never_lets_a_cause_with_an_unknown_requirement_win():
     after = run(log, framework="open-r1", packing="no")
     assert after.causes[0].code == "checkpoint-save-straggler" and after.status != "diagnosed"
     bug = next(c for c in after.causes if c.id == "trl-sft-token-accuracy-gather")
-    assert bug.unconfirmed == ["trl_version"] and bug.score < after.causes[0].score
-    assert after.questions[0].id == "trl_version"  # the answer that decides it is asked first
-    confirmed = run(log, framework="open-r1", packing="no", trl_version="0.15.0")
+    assert bug.unconfirmed == ["trl_version", "trl_trainer"] and bug.score < after.causes[0].score
+    sft = run(log, framework="open-r1", packing="no", trl_trainer="sft")
+    assert sft.causes[0].code == "checkpoint-save-straggler" and sft.status != "diagnosed"
+    assert sft.questions[0].id == "trl_version"  # the answer that decides it is asked first
+    confirmed = run(log, framework="open-r1", packing="no", trl_trainer="sft", trl_version="0.15.0")
     assert confirmed.causes[0].id == "trl-sft-token-accuracy-gather" and confirmed.status == "diagnosed"
     ruled_out = run(log, framework="open-r1", packing="no", trl_version="0.16.0")
     assert all(c.id != "trl-sft-token-accuracy-gather" for c in ruled_out.causes)
