@@ -266,7 +266,7 @@ def _fingerprint(extra: tuple[str, ...]) -> str:
         if not root.is_dir():
             h.update(f"missing:{root}".encode())
             continue
-        for path in sorted(root.rglob("*.yaml")):
+        for path in sorted(root.rglob("*.yaml")) + sorted(root.glob("recorded/*.log")):
             try:
                 data = path.read_bytes()
             except OSError:
@@ -386,6 +386,7 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
             if cause is None:
                 continue
             cause = _resolve_shared(cause, shared, messages, path, errors)
+            cause = _read_recorded(cause, kb_root, path, errors)
             if cause.id in causes and i == 0:
                 errors.append(KBError(path, "id", f"duplicate cause id {cause.id!r} (also in {sources[cause.id]})"))
             causes[cause.id] = cause
@@ -500,6 +501,25 @@ def component_defaults(kb: "KnowledgeBase", msg: schema.Message) -> list[schema.
         return []
     info = kb.message_files.get(msg.id.split(".", 1)[0], {})
     return [schema.PointsTo(**d) for d in info.get("defaults", [])]
+
+
+def _read_recorded(cause: schema.Cause, kb_root: Path, path: Path, errors: list[KBError]) -> schema.Cause:
+    """Examples that name a recorded run get its log (kb/recorded/<run>.log), as the software printed it."""
+    if not any(ex.recorded for kind in ("positive", "negative") for ex in getattr(cause.examples, kind)):
+        return cause
+    lists = {}
+    for kind in ("positive", "negative"):
+        out = []
+        for i, ex in enumerate(getattr(cause.examples, kind)):
+            if ex.recorded:
+                file = kb_root / "recorded" / f"{ex.recorded}.log"
+                try:
+                    ex = ex.model_copy(update={"log": file.read_text(encoding="utf-8")})
+                except OSError:
+                    errors.append(KBError(path, f"examples.{kind}[{i}].recorded", f"no recorded run {ex.recorded!r} ({file})"))
+            out.append(ex)
+        lists[kind] = out
+    return cause.model_copy(update={"examples": cause.examples.model_copy(update=lists)})
 
 
 def _resolve_shared(cause: schema.Cause, shared: dict[str, schema.SharedSignature], messages: dict[str, schema.Message],

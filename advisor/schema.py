@@ -165,7 +165,10 @@ class Fix(Strict):
 
 class Example(Strict):
     name: str = Field(min_length=3)
-    log: str = Field(min_length=1)
+    log: str = ""
+    recorded: str | None = Field(default=None, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*--[a-z0-9]+(?:-[a-z0-9]+)*$")
+    """a reproduction's log in kb/recorded (`<scenario>--<run>`), printed by the real software,
+    instead of `log`: the loader reads it in."""
     answers: dict[str, str] = Field(default_factory=dict)
     rank: int = Field(default=1, ge=1, le=10)
     """positives: the cause must rank at or above this position."""
@@ -173,6 +176,13 @@ class Example(Strict):
     """negatives: the cause id that should rank first instead (optional)."""
     source: str | None = None
     """where the text comes from: a message format, a reproduced run, an issue thread."""
+
+
+    @model_validator(mode="after")
+    def _one_text(self) -> "Example":
+        if bool(self.log) == bool(self.recorded):
+            raise ValueError("give the example's text in `log`, or name a recorded run in `recorded` (one of the two)")
+        return self
 
 
 class Examples(Strict):

@@ -134,6 +134,9 @@ BROKEN = {
     "yaml syntax": (GOOD_CAUSE.replace("title: Our", "title: [Our"), "line", "invalid YAML"),
     "alias bomb": ("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", ".yaml: ", "anchors and aliases are not allowed"),
     "not a mapping": ("- just\n- a list\n", "(top level)", "expected a mapping"),
+    "missing recorded run": (GOOD_CAUSE.replace("""log: "OSError: [Errno 122] Disk quota exceeded: '/shared/ckpt/model.safetensors'\"""",
+                                                "recorded: no-such--run"),
+                             "examples.positive[0].recorded", "no recorded run"),
     "not https": (GOOD_CAUSE.replace("references: [https://example.com/wiki/nfs-quota]\nexamples", "references: [http://example.com]\nexamples"),
                   "references", "https"),
 }

@@ -95,3 +95,26 @@ def test_every_cpu_cause_has_a_reproduction_under_two_launchers_or_frameworks():
         variants.setdefault(run["cause"], set()).add((run["launcher"], run["framework"]))
     assert CODES - not_on_cpu <= set(variants), sorted(CODES - not_on_cpu - set(variants))
     assert all(len(v) >= 2 for v in variants.values()), {c: v for c, v in variants.items() if len(v) < 2}
+
+
+def test_causes_take_recorded_runs_as_their_example_logs(kb):
+    """A cause's example may name a recorded run: the loader reads the log the software printed, and
+    kb check runs it like any example (every cause a CPU run reproduces has at least one)."""
+    recorded = {ex.recorded: ex.log for c in kb.causes.values() for ex in c.examples.positive if ex.recorded}
+    assert len(recorded) >= 20
+    for run_id, log in recorded.items():
+        assert log == (RECORDED / f"{run_id}.log").read_text(encoding="utf-8"), run_id
+    codes = {c.code for c in kb.causes.values() if any(ex.recorded for ex in c.examples.positive)}
+    assert len(codes) >= 14, sorted(codes)
+
+
+def test_an_example_has_its_text_or_a_recorded_run_not_both(tmp_path):
+    from pydantic import ValidationError
+
+    from advisor import schema
+
+    with pytest.raises(ValidationError):
+        schema.Example(name="both", log="x", recorded="save-straggler--torchrun")
+    with pytest.raises(ValidationError):
+        schema.Example(name="neither")
+    assert schema.Example(name="one", recorded="save-straggler--torchrun").recorded
