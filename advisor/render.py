@@ -294,9 +294,10 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
         out.extend("  " + line for line in picture)
         out.append("")
 
-    others = [c for c in d.causes if c is not top and c.basis == "evidence"]
+    # without a diagnosis the leading cause was not named above: it is a candidate like the rest
+    others = [c for c in d.causes if (c is not top or d.status == "no-match") and c.basis == "evidence"]
     if others:
-        out.append(s.bold("Other candidates"))
+        out.append(s.bold("Candidates" if d.status == "no-match" else "Other candidates"))
         for c in others[: (8 if verbose else 3)]:
             label = "harmless" if c.benign else f"{c.score:.0%}"
             needs = s.dim(f" (unconfirmed: answer {', '.join(c.unconfirmed)})") if c.unconfirmed else ""

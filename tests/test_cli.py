@@ -255,3 +255,12 @@ def test_an_upgrade_comes_with_a_pip_command_to_copy():
                    "--answer", "framework_version=0.15.0", "--json").json
     shell = [s["content"] for s in data["fix"]["snippets"] if s["format"] == "shell"]
     assert 'pip install -U "trl>=0.15.1"\n' in shell
+
+
+def test_without_a_diagnosis_the_leading_cause_is_still_listed_as_a_candidate():
+    """No-match names no cause in the headline, so the causes the log does point to are listed."""
+    out = run_cli("suggest", "--error", "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+                  "--color", "never").out
+    assert out.startswith("Cause not yet known")
+    candidates = out[out.index("\nCandidates\n"):]
+    assert "[version-mismatch]" in candidates.split("\n\n")[0]
