@@ -390,8 +390,16 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append("### Why")
         out.append(fix.explanation)
         out.append("")
+    candidates = [c for c in d.causes if (c is not top or d.status == "no-match") and not c.benign][:5]
+    if candidates:
+        out.append("### Candidates" if d.status == "no-match" else "### Other candidates")
+        for c in candidates:
+            basis = " _(similar wording only, not evidence)_" if c.basis == "similar-text" else ""
+            needs = f" _(unconfirmed: answer {', '.join(c.unconfirmed)})_" if c.unconfirmed else ""
+            out.append(f"- {_md_escape(c.title)} (`{c.code}`) {c.score:.0%}{basis}{needs}")
+        out.append("")
     evidence: list[str] = []
-    if top:
+    if top and d.status != "no-match":  # evidence for a cause the reply does not name would read as a verdict
         for e in top.evidence.get("lines", [])[:max_evidence]:
             where = "description" if e["line"] == 0 else f"line {e['line']}"
             evidence.append(f"{where}: {e['text']}")

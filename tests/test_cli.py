@@ -264,3 +264,18 @@ def test_without_a_diagnosis_the_leading_cause_is_still_listed_as_a_candidate():
     assert out.startswith("Cause not yet known")
     candidates = out[out.index("\nCandidates\n"):]
     assert "[version-mismatch]" in candidates.split("\n\n")[0]
+
+
+def test_the_markdown_reply_lists_candidates_and_marks_resemblance():
+    from advisor.diagnose import diagnose
+    from advisor.knowledge import load_kb
+    from advisor.models import DiagnoseRequest
+    from advisor.render import render_markdown
+
+    d = diagnose(DiagnoseRequest(log="RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"), load_kb())
+    md = render_markdown(d)
+    section = md[md.index("### Candidates"):].split("\n\n")[0]
+    assert "(`version-mismatch`)" in section
+    assert all("similar wording only" in line for line in section.splitlines() if any(
+        c.basis == "similar-text" and f"(`{c.code}`)" in line for c in d.causes))
+    assert "<summary>Evidence</summary>" not in md  # no evidence for a cause the reply does not name
