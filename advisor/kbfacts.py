@@ -43,16 +43,9 @@ def _applies_text(applies: schema.Applies) -> str:
 
 
 def _value_versions(timer: schema.Timer, value: schema.TimerValue) -> str:
-    parts = []
-    if value.torch:
-        parts.append(f"torch {value.torch}")
-    if value.nccl:
-        parts.append(f"NCCL {value.nccl}")
-    if value.framework_version:
-        parts.append(f"{timer.framework} {value.framework_version}")
-    if value.backend:
-        parts.append(f"backend {value.backend}")
-    return "; ".join(parts) or "all versions"
+    from advisor.timers import value_versions
+
+    return value_versions(value, timer.framework, sep="; ", backend_word="backend ") or "all versions"
 
 
 def _timer_knob(timer: schema.Timer) -> str:

@@ -201,7 +201,8 @@ def _seconds_of(value: schema.TimerValue) -> float | None:
     return value.value * 60 if value.unit == "min" else value.value
 
 
-def _versions(value: schema.TimerValue, framework: str | None = None) -> str:
+def value_versions(value: schema.TimerValue, framework: str | None = None, sep: str = ", ", backend_word: str = "") -> str:
+    """The versions (and backend) a timer value applies to, e.g. "torch >=2.2, nccl"."""
     parts = []
     if value.torch:
         parts.append(f"torch {value.torch}")
@@ -210,8 +211,10 @@ def _versions(value: schema.TimerValue, framework: str | None = None) -> str:
     if value.framework_version:
         parts.append(f"{framework or 'framework'} {value.framework_version}")
     if value.backend:
-        parts.append(value.backend)
-    return ", ".join(parts)
+        parts.append(backend_word + value.backend)
+    return sep.join(parts)
+
+
 
 
 def user_setting(kb, ctx: Context, clock: str = PG) -> schema.Timer | None:
@@ -249,7 +252,7 @@ def _torch_default_text(kb, ctx: Context, backend: str, seconds: float | None = 
     candidates = sorted({_seconds_of(v) for v in values if _seconds_of(v) is not None})
     match = next((v for v in values if _seconds_of(v) == seconds), None)
     if match is not None:
-        text = f"{_s(seconds)} ({_versions(match) or 'every torch version'})"
+        text = f"{_s(seconds)} ({value_versions(match) or 'every torch version'})"
     else:
         text = "600 s for NCCL from torch 2.2, 1800 s before 2.2 and for gloo"
     return text + _torch_note(ctx), candidates
@@ -319,7 +322,7 @@ def _setting_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_value
     fw_values = [v for v in values if _seconds_of(v) is not None]
     if any(_seconds_of(v) == seconds for v in fw_values):
         v = next(v for v in fw_values if _seconds_of(v) == seconds)
-        versions = _versions(v, setting.framework)
+        versions = value_versions(v, setting.framework)
         return verdict(f"framework default: {setting.name} = {_s(seconds)}" + (f" ({versions})" if versions else ""),
                        setting.id, True, f"{setting.name} reaches this clock")
     if seconds in torch_values and (not fw_values or all(v.value is None for v in values)):
@@ -522,7 +525,7 @@ def _report_heartbeat(kb, ctx: Context, firing: Firing) -> Outcome:
         seconds, inferred = _seconds_of(values[0]), True
     match = next((v for v in values if _seconds_of(v) == seconds), None)
     if match is not None:
-        origin = f"torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, {_s(seconds)} ({_versions(match)})"
+        origin = f"torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, {_s(seconds)} ({value_versions(match)})"
     elif seconds is None:
         origin = "torch default: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC unset, 600 s in torch 2.3-2.4, 480 s from 2.5 (not printed)"
     else:
@@ -545,7 +548,7 @@ def _report_default_clock(kb, ctx: Context, firing: Firing) -> Outcome:
         seconds, inferred = _seconds_of(values[0]), True
     match = next((v for v in values if _seconds_of(v) == seconds), None)
     if match is not None:
-        versions = _versions(match, timer.framework)
+        versions = value_versions(match, timer.framework)
         layer = "framework" if timer.layer == "framework" else "torch"
         origin = f"{layer} default: {timer.name}, {_s(seconds)}" + (f" ({versions})" if versions else "")
         if inferred:
@@ -582,7 +585,7 @@ def _report_ib(kb, ctx: Context, firing: Firing) -> Outcome:
         t = exponents[0]
         per = IB_UNIT_S * 2**t
         seconds = per * (retries + 1)
-        origin = (f"NCCL default: NCCL_IB_TIMEOUT={t} ({_versions(next(v for v in values if v.value == t))}): 4.096 us x 2^{t} "
+        origin = (f"NCCL default: NCCL_IB_TIMEOUT={t} ({value_versions(next(v for v in values if v.value == t))}): 4.096 us x 2^{t} "
                   f"= {per:.2f} s per attempt, x {retries + 1} attempts (NCCL_IB_RETRY_CNT={retries}) = {seconds:.1f} s, inferred")
     else:
         seconds = None
