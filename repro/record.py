@@ -325,11 +325,16 @@ def merge(results: list[Result], runs: list[Run]) -> dict:
 
 def diagnose_codes(log: str) -> list[str]:
     """The advisor's cause codes for a log, best first (in-process, as tests/test_recorded.py does)."""
+    return diagnose_verdict(log)[1]
+
+
+def diagnose_verdict(log: str) -> tuple[str, list[str]]:
+    """The advisor's status for a log (diagnosed, uncertain, no-match) and its cause codes, best first."""
     from advisor.diagnose import diagnose
     from advisor.models import DiagnoseRequest
 
     result = diagnose(DiagnoseRequest(log=log, max_causes=10))
-    return [c.code for c in result.causes]
+    return result.status, [c.code for c in result.causes]
 
 
 def misses(entries: list[dict]) -> dict:
