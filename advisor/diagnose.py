@@ -95,6 +95,9 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     status = _status(causes, top_real)
     if status == "diagnosed" and kb.causes[top_real.id].needs_wait and not wait_seen(facts, bool(request.description)):
         status = "uncertain"  # a straggler story with no one seen waiting: likely, not established
+    undecided = unknown_answer_could_flip(kb, causes, top_real, facts, answered) if status == "diagnosed" else None
+    if undecided:
+        status = "uncertain"  # the user could not answer what decides between the lead and a rival
     real = [c for c in causes if not c.benign]
     harmless_only = bool(causes) and causes[0].benign
     if status == "no-match" and len(real) < SIMILAR_FILL and not harmless_only:
@@ -118,7 +121,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         fact_sources={name: fv for name, fv in sorted(facts.values.items())},
         questions=questions,
         fix=fix,
-        notices=_input_notices(kb, facts, request)
+        notices=_input_notices(kb, facts, request) + _undecided_notice(undecided)
         + [Notice(line=l, text=t, cause_id=c, title=kb.causes[c].title) for l, t, c in reading.signatures.notices[:20]],
         ranks=_ranks(facts, reading.flight_recorder),
         flight_recorder=reading.flight_recorder,
@@ -299,6 +302,42 @@ def confident(causes, top_real) -> bool:
     if rival is not None and top_real.score < CLEAR_LEAD * rival.score:
         return False
     return is_specific(top_real, rival)
+
+
+def unknown_answer_could_flip(kb, causes, top_real, facts: Facts, answered: set[str]) -> tuple[list[str], str] | None:
+    """Whether a question the user answered "unknown" decides the verdict: some rival's rules on
+    those facts, had they held, would lift it to the lead (or the lead's own would sink it). What
+    the user could not say must not be what a confident answer silently assumes. Returns the
+    deciding facts and the rival's title, or None."""
+    from advisor.rules import rule_state
+
+    unknown = {kb.questions[q].fact for q in answered if q in kb.questions and not facts.known(kb.questions[q].fact)}
+    if not unknown or top_real is None:
+        return None
+    values = {k: v.value for k, v in facts.values.items()}
+
+    def swing(cause_id: str, sign: int) -> tuple[float, set[str]]:
+        rules = [r for r in (kb.causes[cause_id].rules if cause_id in kb.causes else [])
+                 if sign * r.weight > 0 and unknown & set(r.when) and rule_state(r, values) is None]
+        return sum(sign * r.weight for r in rules), {f for r in rules for f in r.when if f in unknown}
+
+    drop, own = swing(top_real.id, -1)
+    for rival in causes:
+        if rival.benign or rival.code == top_real.code:
+            continue
+        lift, theirs = swing(rival.id, 1)
+        if (lift or drop) and rival.raw_score + lift >= top_real.raw_score - drop:
+            return sorted(own | theirs), rival.title
+    return None
+
+
+def _undecided_notice(undecided: tuple[list[str], str] | None) -> list[Notice]:
+    if not undecided:
+        return []
+    names, rival = undecided
+    title = (f"not stated as the diagnosis: {', '.join(names)} (answered unknown) decides between it and "
+             f"\"{rival}\"; find that out to settle it")
+    return [Notice(line=0, text=", ".join(f"{n}=unknown" for n in names), cause_id="", title=title, kind="input")]
 
 
 LIKELY = 0.35  # an uncertain lead below this is headed "Possibly", not "Likely"

@@ -347,3 +347,24 @@ def test_every_rank_waiting_in_different_calls_is_a_mismatch_not_a_straggler():
     assert d.causes[0].code == "collective-mismatch"
     one = run(world + _gloo_timeout(1, ['torch/distributed/distributed_c10d.py", line 5356, in barrier']))
     assert "every_rank_timed_out" not in one.facts  # rank 0 said nothing: it may have been busy
+
+
+def test_an_answer_the_user_could_not_give_cannot_be_what_the_verdict_assumes():
+    """Open-R1 save log with the storage answered: the save straggler leads. Saying "unknown" to the
+    TRL version leaves TRL 0.15.0's gather bug able to overtake it, so the lead is stated as likely,
+    with a note naming the answer that would settle it; a version that rules the bug out restores the
+    verdict."""
+    from helpers import scenario
+
+    log = scenario("openr1-save-allgather")["log"]
+    unknown = run(log, framework="open-r1", storage="network-fs", trl_version="unknown")
+    assert unknown.causes[0].code == "checkpoint-save-straggler" and unknown.status == "uncertain"
+    note = next(n for n in unknown.notices if n.kind == "input")
+    assert "trl_version" in note.title and "TRL 0.15.0" in note.title
+    assert "trl_version" in render_text(unknown)
+    known = run(log, framework="open-r1", storage="network-fs", trl_version="0.16.0")
+    assert known.causes[0].code == "checkpoint-save-straggler" and known.status == "diagnosed"
+    assert not [n for n in known.notices if n.kind == "input"]
+    # an unknown answer that no rival's rule reads changes nothing
+    other = run(log, framework="open-r1", storage="network-fs", trl_version="0.16.0", container="unknown")
+    assert other.status == "diagnosed"
