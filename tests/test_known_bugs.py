@@ -42,3 +42,23 @@ def test_nccl_bug_diagnosed_only_on_the_releases_that_have_it(kb):
 def test_a_plain_timeout_on_a_buggy_nccl_is_not_this_bug(kb):
     d = run(kb, "node1:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n" + TIMEOUT)
     assert d.causes[0].id != "nccl-bootstrap-tag-reuse" if d.causes else True
+
+
+def test_version_bug_causes_require_their_version(kb):
+    """Every version-bug cause added for transformers/NCCL is gated by `requires` on a version fact."""
+    for cause_id, fact in [("transformers-checkpoint-rename-race", "transformers_version"),
+                           ("transformers-staging-cleanup-race", "transformers_version"),
+                           ("transformers-num-items-gather-cpu", "transformers_version"),
+                           ("transformers-fsdp-adapter-save", "transformers_version"),
+                           ("transformers-best-model-barrier", "transformers_version"),
+                           ("nccl-bootstrap-tag-reuse", "nccl_version")]:
+        cause = kb.causes[cause_id]
+        assert cause.code == "framework-version-bug" and fact in cause.requires
+
+
+def test_a_plain_timeout_after_training_needs_the_version(kb):
+    log = ("Training completed. Do not forget to share your model on huggingface.co/models =)\n" + TIMEOUT)
+    unknown = run(kb, log)
+    assert unknown.causes[0].id != "transformers-best-model-barrier"
+    assert run(kb, log, transformers_version="4.55.0").causes[0].id == "transformers-best-model-barrier"
+    assert "transformers-best-model-barrier" not in [c.id for c in run(kb, log, transformers_version="4.57.0").causes]
