@@ -1,0 +1,65 @@
+"""Version-bounded bugs: the NCCL version fact and question, and the version gates of the causes."""
+
+from __future__ import annotations
+
+from advisor.diagnose import diagnose, read_log
+from advisor.models import DiagnoseRequest
+
+TRUNCATED = ("compute-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4\n"
+             "compute-2:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n")
+TIMEOUT = ("[rank3]:[E217 14:55:02.441 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=38, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800033 milliseconds before timing out.")
+
+
+def run(kb, log: str, **answers):
+    return diagnose(DiagnoseRequest(log=log, answers={k: str(v) for k, v in answers.items()}), kb)
+
+
+def test_nccl_version_read_from_the_startup_line(kb):
+    values = read_log(kb, "node1:4827:4827 [4] NCCL INFO NCCL version 2.19.3+cuda12.3\n").facts.values
+    assert values["nccl_version"].value == "2.19.3" and values["cuda_version"].value == "12.3"
+
+
+def test_nccl_version_is_a_guided_question(kb):
+    question = kb.questions["nccl_version"]
+    assert question.fact == "nccl_version" and question.kind == "version"
+
+
+def test_nccl_bug_without_a_version_is_asked_not_diagnosed(kb):
+    d = run(kb, TRUNCATED)
+    ours = next(c for c in d.causes if c.id == "nccl-bootstrap-tag-reuse")
+    assert ours in d.causes[:2] and ours.unconfirmed == ["nccl_version"]
+    assert d.status != "diagnosed"
+    assert d.questions[0].id == "nccl_version"
+
+
+def test_nccl_bug_diagnosed_only_on_the_releases_that_have_it(kb):
+    assert run(kb, TRUNCATED, nccl_version="2.20.5").status == "diagnosed"
+    assert run(kb, TRUNCATED, nccl_version="2.20.5").causes[0].id == "nccl-bootstrap-tag-reuse"
+    for fixed in ("2.18.6", "2.21.5"):
+        assert "nccl-bootstrap-tag-reuse" not in [c.id for c in run(kb, TRUNCATED, nccl_version=fixed).causes[:1]]
+
+
+def test_a_plain_timeout_on_a_buggy_nccl_is_not_this_bug(kb):
+    d = run(kb, "node1:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n" + TIMEOUT)
+    assert d.causes[0].id != "nccl-bootstrap-tag-reuse" if d.causes else True
+
+
+def test_version_bug_causes_require_their_version(kb):
+    """Every version-bug cause added for transformers/NCCL is gated by `requires` on a version fact."""
+    for cause_id, fact in [("transformers-checkpoint-rename-race", "transformers_version"),
+                           ("transformers-staging-cleanup-race", "transformers_version"),
+                           ("transformers-num-items-gather-cpu", "transformers_version"),
+                           ("transformers-fsdp-adapter-save", "transformers_version"),
+                           ("transformers-best-model-barrier", "transformers_version"),
+                           ("nccl-bootstrap-tag-reuse", "nccl_version")]:
+        cause = kb.causes[cause_id]
+        assert cause.code == "framework-version-bug" and fact in cause.requires
+
+
+def test_a_plain_timeout_after_training_needs_the_version(kb):
+    log = ("Training completed. Do not forget to share your model on huggingface.co/models =)\n" + TIMEOUT)
+    unknown = run(kb, log)
+    assert unknown.causes[0].id != "transformers-best-model-barrier"
+    assert run(kb, log, transformers_version="4.55.0").causes[0].id == "transformers-best-model-barrier"
+    assert "transformers-best-model-barrier" not in [c.id for c in run(kb, log, transformers_version="4.57.0").causes]
