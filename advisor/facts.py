@@ -95,6 +95,7 @@ _SPECS = [
     FactSpec("duplicate_ranks", "list", "global ranks announced by more than one process (two nodes computed the same ranks)"),
     FactSpec("awaited_rank", "int", "the rank whose key the store waited for (the last number of a `keys: .../N` store key)"),
     FactSpec("rank_outside_world", "bool", "a rank id at or beyond the world size was used or awaited"),
+    FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
              ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),

@@ -203,3 +203,36 @@ def test_summaries_read_well_without_any_fact():
     for cause in KB.causes.values():
         text = render_summary(cause.summary, Facts())
         assert "?" not in text and "{" not in text and "  " not in text and " ." not in text, (cause.id, text)
+
+
+def _prose_cut_by_a_comment(text: str) -> list[tuple[int, str]]:
+    """Plain (unquoted) prose scalars followed on their line by ` #...`: YAML reads the rest as a
+    comment, so "fixed by PR #123" silently becomes "fixed by PR"."""
+    lines = text.splitlines()
+    cut: list[tuple[int, str]] = []
+
+    def walk(node) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            if node.style is None and " " in node.value and len(node.value) > 15:
+                if lines[node.end_mark.line][node.end_mark.column:].lstrip().startswith("#"):
+                    cut.append((node.end_mark.line + 1, node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                walk(item)
+        elif isinstance(node, yaml.MappingNode):
+            for _, value in node.value:
+                walk(value)
+
+    walk(yaml.compose(text))
+    return cut
+
+
+def test_no_prose_in_the_kb_is_cut_short_by_a_comment():
+    found = {str(p.relative_to(builtin_kb_dir())): _prose_cut_by_a_comment(p.read_text(encoding="utf-8"))
+             for p in sorted(builtin_kb_dir().rglob("*.yaml"))}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_the_comment_check_sees_a_cut_and_leaves_quoted_text_alone():
+    assert _prose_cut_by_a_comment("why: fixed in 4.57.0 by PR #40923\n") == [(1, "fixed in 4.57.0 by PR")]
+    assert _prose_cut_by_a_comment('why: "fixed in 4.57.0 by PR #40923"\nneeds_wait: true  # a note\n') == []
