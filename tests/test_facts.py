@@ -145,3 +145,14 @@ def test_signals_and_exit_codes(kb):
            "  traceback : Signal 9 (SIGKILL) received by PID 19730\n")
     f = facts(kb, log)
     assert f["exit_code"] == -9 and f["signal"] == "SIGKILL" and f["first_failure"] == "killed"
+
+
+def test_prediction_and_lightning_eval_bars_are_the_eval_phase(kb):
+    """Lightning names its bars "{Validation|Testing|Predicting|Sanity Checking} DataLoader N"
+    (callbacks/progress/progress_bar.py); a script announcing its predictions is evaluating too."""
+    for cue in ("Predicting DataLoader 0:  40%|████      | 2/5 [00:01<00:01,  2.10it/s]",
+                "Sanity Checking DataLoader 0:   0%|          | 0/2 [00:00<?, ?it/s]",
+                "Running predictions on sample val_0 on rank=0:  25%|██▌       | 1/4 [01:49<05:29, 109.87s/it]"):
+        assert facts(kb, "{'loss': 1.0, 'epoch': 0.5}\n" + cue + "\n" + watchdog(1, 900))["phase"] == "eval", cue
+    # a bar that only counts predictions made during training is no phase cue
+    assert facts(kb, "{'loss': 1.0, 'epoch': 0.5}\nlogged 3 predictions to wandb\n" + watchdog(1, 900)).get("phase") != "eval"
