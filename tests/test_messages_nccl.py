@@ -229,3 +229,20 @@ def test_generated_patterns_are_literal_led_and_claim_no_other_message():
 def test_plain_words_alone_are_not_distinctive_enough_for_a_pattern():
     # "is not available" is printed by other software too: a short literal needs a technical token
     assert miner.literal_pattern(["Rank %d: is not available"], []) is None
+
+
+def test_the_writer_keeps_the_layout_people_wrote():
+    import yaml
+
+    data = {"component": "nccl-x", "defaults": [{"cause": "ib-rdma-fault", "weight": 2.5}],
+            "messages": [{"id": "nccl-x.a", "text": "t", "event": "network", "sets": {"peer_lost": True}}]}
+    text = miner.dump(data)
+    assert "defaults:" + miner.DEFAULTS_COMMENT + "\n- {cause: ib-rdma-fault, weight: 2.5}\n" in text
+    assert "  sets: {peer_lost: true}\n" in text
+    assert yaml.safe_load(text) == data
+
+
+def test_wheels_by_release_cuda_flavour():
+    assert miner.wheel_name("2.14.3") == "nvidia-nccl-cu11==2.14.3"  # torch 1.13 / 2.0 pin it
+    assert miner.wheel_name("2.18.1") == "nvidia-nccl-cu12==2.18.1"
+    assert miner.wheel_name("2.28.9") == "nvidia-nccl-cu13==2.28.9"

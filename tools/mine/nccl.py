@@ -52,6 +52,8 @@ TORCH_PINS = {
     "2.13": "2.29.7",
 }
 CU13_FROM = (2, 28, 9)  # torch 2.11+ pins nvidia-nccl-cu13; earlier torch pins nvidia-nccl-cu12
+CU12_FROM = (2, 18, 1)  # the first nvidia-nccl-cu12 on PyPI; older releases only as nvidia-nccl-cu11 (2.13.4 .. 2.16.5;
+#                         torch 1.13/2.0 pin nvidia-nccl-cu11==2.14.3), and none at all before 2.13.4
 
 # INFO lines worth a catalogue entry: they carry facts a diagnosis needs (interfaces and transports
 # chosen, versions, ranks and sizes, settings taken from the environment), or they are the quiet
@@ -120,7 +122,7 @@ NEEDS_REVIEW = "NEEDS REVIEW: mined, not yet read in context."
 HAND_FIELDS = ("id", "meaning", "role", "points_to", "pattern", "case_sensitive", "captures", "sets", "event",
                "sample", "examples", "near_misses")
 FIELD_ORDER = ("id", "level", "text", "source", "versions", "wording", "pattern", "case_sensitive", "meaning", "role",
-               "points_to", "captures", "sets", "event", "sample", "examples", "near_misses")
+               "points_to", "captures", "event", "sets", "sample", "examples", "near_misses")
 
 
 # --- versions -------------------------------------------------------------------------------------
@@ -186,7 +188,9 @@ def mine_tag(repo: Path, tag: str, cache: Path) -> dict:
 # --- step 2: the released binaries ----------------------------------------------------------------
 
 def wheel_name(version: str) -> str:
-    return ("nvidia-nccl-cu13" if vkey(version) >= CU13_FROM else "nvidia-nccl-cu12") + "==" + version
+    if vkey(version) >= CU13_FROM:
+        return "nvidia-nccl-cu13==" + version
+    return ("nvidia-nccl-cu12" if vkey(version) >= CU12_FROM else "nvidia-nccl-cu11") + "==" + version
 
 
 def binary_strings(version: str, cache: Path, download: bool) -> set[str] | None:
@@ -572,8 +576,23 @@ def _str_presenter(dumper, data):
 Dumper.add_representer(str, _str_presenter)
 
 
+class FlowMap(dict):
+    """A mapping written on one line (`{cause: x, weight: 1.5}`), as people write `defaults` and `sets`."""
+
+
+Dumper.add_representer(FlowMap, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True))
+
+DEFAULTS_COMMENT = "  # what a warning or error of this component hints at when its entry says no more"
+
+
 def dump(data: dict) -> str:
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    data = dict(data)
+    if data.get("defaults"):
+        data["defaults"] = [FlowMap(d) for d in data["defaults"]]
+    if data.get("messages"):
+        data["messages"] = [{**m, "sets": FlowMap(m["sets"])} if isinstance(m.get("sets"), dict) else m for m in data["messages"]]
+    text = yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    return text.replace("\ndefaults:\n", "\ndefaults:" + DEFAULTS_COMMENT + "\n", 1)
 
 
 def build(args) -> int:
