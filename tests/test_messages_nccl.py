@@ -246,3 +246,28 @@ def test_wheels_by_release_cuda_flavour():
     assert miner.wheel_name("2.14.3") == "nvidia-nccl-cu11==2.14.3"  # torch 1.13 / 2.0 pin it
     assert miner.wheel_name("2.18.1") == "nvidia-nccl-cu12==2.18.1"
     assert miner.wheel_name("2.28.9") == "nvidia-nccl-cu13==2.28.9"
+
+
+def test_a_wording_that_grew_a_tail_is_the_same_message():
+    # ncclGetErrorString's texts of NCCL <= 2.17 gained "(run with NCCL_DEBUG=INFO for details)" in 2.18.1
+    tags = ["v2.17.1-1", "v2.18.1-1"]
+
+    def wording(text, tags_):
+        w = miner.Wording("error", text)
+        for t in tags_:
+            w.tags.add(t)
+            w.sites[t].append(("src/init.cc", 10))
+        return w
+
+    words = [wording("unhandled cuda error", tags[:1]),
+             wording("unhandled cuda error (run with NCCL_DEBUG=INFO for details)", tags[1:]),
+             wording("internal error", tags[:1]),
+             wording("internal error - please report this issue to the NCCL developers", tags[1:])]
+    groups = miner.lineages({w.key: w for w in words}, tags)
+    assert sorted(sorted(w.text for w in g) for g in groups) == [
+        ["internal error", "internal error - please report this issue to the NCCL developers"],
+        ["unhandled cuda error", "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"]]
+    # two entries the catalogue already holds stay two
+    apart = {words[0].key: "nccl-errors.a", words[1].key: "nccl-errors.b"}
+    groups = miner.lineages({w.key: w for w in words}, tags, apart)
+    assert len(groups) == 3

@@ -312,9 +312,13 @@ def _called(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str]) -> list[list[Wording]]:
+def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str],
+             entry_of: dict[tuple[str, str], str] | None = None) -> list[list[Wording]]:
     """Group wordings into messages: a wording that disappears in a release and one that appears in
-    the same release, in the same file (or component) and alike, are one message reworded."""
+    the same release, in the same file (or component) and alike, are one message reworded.
+    `entry_of` ((level, text) -> catalogue id) keeps apart two wordings the catalogue already holds
+    in two entries (a person split them, or an earlier range did)."""
+    entry_of = entry_of or {}
     parent: dict[tuple[str, str], tuple[str, str]] = {k: k for k in wordings}
 
     def find(k):
@@ -336,12 +340,18 @@ def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str]) -> list[
                     continue  # wordings printed side by side in some release are two messages
                 if _called(n.text) != _called(g.text):
                     continue  # "Call to ibv_reg_mr failed" and "Call to ibv_dereg_mr failed" are two messages
+                if entry_of.get(n.key, entry_of.get(g.key)) != entry_of.get(g.key, entry_of.get(n.key)):
+                    continue  # two entries of the catalogue
                 same_file = bool(paths(n, cur) & paths(g, prev))
                 same_comp = {component_of(p) for p in paths(n, cur)} & {component_of(p) for p in paths(g, prev)}
                 if not (same_file or same_comp):
                     continue
                 ratio = difflib.SequenceMatcher(None, g.text, n.text, autojunk=False).ratio()
-                if ratio >= (0.72 if same_file else 0.88):
+                # a wording that grew a tail in the same file ("unhandled cuda error" -> "unhandled cuda error
+                # (run with NCCL_DEBUG=INFO for details)") is the same message, however short the old one
+                extended = same_file and len(literal_of(min(g.text, n.text, key=len)).strip()) >= 8 and (
+                    n.text.startswith(g.text) or g.text.startswith(n.text))
+                if ratio >= (0.72 if same_file else 0.88) or extended:
                     same_lead = g.text.split("%", 1)[0] == n.text.split("%", 1)[0]
                     pairs.append(((same_file, same_lead, ratio), g, n))
         used_g, used_n = set(), set()
@@ -619,14 +629,13 @@ def build(args) -> int:
     dropped = [w for w in wordings.values() if not shipped(w)]
     for w in dropped:
         del wordings[w.key]
-    groups = lineages(wordings, tags)
-
     existing = load_existing(Path(args.kb))
     by_text: dict[tuple[str, str], tuple[str, dict]] = {}
     for comp, data in existing.items():
         for m in data.get("messages", []):
             for t in [m["text"]] + [w["text"] for w in m.get("wording", [])]:
                 by_text[(m["level"], t)] = (comp, m)
+    groups = lineages(wordings, tags, {k: m["id"] for k, (_, m) in by_text.items()})
 
     newest = {t: i for i, t in enumerate(tags)}
     out_files: dict[str, list[dict]] = defaultdict(list)
