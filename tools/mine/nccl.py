@@ -17,7 +17,7 @@ What it does, for every NCCL release tag in a range:
    says it still needs reading (`NEEDS_REVIEW`); `--report` lists them.
 
 Usage (from the repository root):
-    python tools/mine/nccl.py --repo ~/src/nccl --from 2.18.1 --to 2.29.7 --binaries pinned
+    python tools/mine/nccl.py --repo ~/src/nccl --from 2.10.3 --to 2.29.7 --binaries pinned
     python tools/mine/nccl.py --repo ~/src/nccl --tags v2.30.3-1 ... --dry-run --report
 """
 
@@ -47,6 +47,7 @@ REPO_URL = "https://github.com/NVIDIA/nccl"
 # The NCCL each torch wheel on PyPI pins (Requires-Dist nvidia-nccl-cu12/-cu13==X of torch's METADATA,
 # read with `pip install --dry-run --no-deps --report`): the releases that must be mined.
 TORCH_PINS = {
+    "2.0": "2.14.3",  # nvidia-nccl-cu11; torch 1.11 .. 1.13 link NCCL into the wheel (no wheel to pin)
     "2.1": "2.18.1", "2.2": "2.19.3", "2.3": "2.20.5", "2.4": "2.20.5", "2.5": "2.21.5", "2.6": "2.21.5",
     "2.7": "2.26.2", "2.8": "2.27.3", "2.9": "2.27.5", "2.10": "2.27.5", "2.11": "2.28.9", "2.12": "2.29.7",
     "2.13": "2.29.7",
@@ -744,7 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=os.environ.get("NCCL_REPO"), required="NCCL_REPO" not in os.environ,
                     help="a git clone of github.com/NVIDIA/nccl with its release tags (bare is fine); or $NCCL_REPO")
-    ap.add_argument("--from", dest="lo", default="2.18.1", help="first NCCL release to mine (default: what torch 2.1 pins)")
+    ap.add_argument("--from", dest="lo", default="2.10.3",
+                    help="first NCCL release to mine (default: the NCCL torch 1.11/1.12 ship)")
     ap.add_argument("--to", dest="hi", default="2.29.7", help="last NCCL release to mine (default: what torch 2.13 pins)")
     ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
     ap.add_argument("--binaries", choices=("none", "pinned", "all"), default="all",
