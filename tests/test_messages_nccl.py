@@ -101,6 +101,13 @@ def test_a_warn_wrapped_across_lines_is_still_one_message(kb):
      "error: No space left on device (28)", "nccl-misc.error-failed-extend-bytes-error"),
     ("gpu-a:1:1 [0] transport/net_socket.cc:62 NCCL WARN NET/Socket : no interface found",
      "nccl-socket.net-socket-no-interface-found"),
+    # NCCL 2.10/2.11 wordings (torch 1.11/1.12)
+    ("node3:2710:2730 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+     "nccl-transport.call-posix-fallocate-failed"),
+    ("node1:81240:81301 [3] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.1<39133> failed : Connection refused",
+     "nccl-socket.connect-failed"),
+    ("node2:1:1 [1] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<52121> with error 12, "
+     "opcode 0, len 0, vendor err 129", "nccl-ib.net-ib-got-completion-peer-status-opcode"),
 ])
 def test_lines_that_name_a_cause_point_to_it(kb, line, message):
     assert message in recognised(kb, line + "\n")
@@ -112,7 +119,7 @@ def test_every_nccl_message_file_cites_the_releases_and_wheels_it_was_mined_from
         if info["software"] != "nccl":
             continue
         artifacts = " ".join(a["artifact"] for a in info["mined_from"])
-        assert "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
+        assert "v2.10.3-1" in artifacts and "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
         assert "nvidia-nccl-cu12==2.21.5 libnccl.so.2" in artifacts, name
 
 
