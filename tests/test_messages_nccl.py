@@ -101,6 +101,13 @@ def test_a_warn_wrapped_across_lines_is_still_one_message(kb):
      "error: No space left on device (28)", "nccl-misc.error-failed-extend-bytes-error"),
     ("gpu-a:1:1 [0] transport/net_socket.cc:62 NCCL WARN NET/Socket : no interface found",
      "nccl-socket.net-socket-no-interface-found"),
+    # NCCL 2.10/2.11 wordings (torch 1.11/1.12)
+    ("node3:2710:2730 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+     "nccl-transport.call-posix-fallocate-failed"),
+    ("node1:81240:81301 [3] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.1<39133> failed : Connection refused",
+     "nccl-socket.connect-failed"),
+    ("node2:1:1 [1] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<52121> with error 12, "
+     "opcode 0, len 0, vendor err 129", "nccl-ib.net-ib-got-completion-peer-status-opcode"),
 ])
 def test_lines_that_name_a_cause_point_to_it(kb, line, message):
     assert message in recognised(kb, line + "\n")
@@ -112,7 +119,7 @@ def test_every_nccl_message_file_cites_the_releases_and_wheels_it_was_mined_from
         if info["software"] != "nccl":
             continue
         artifacts = " ".join(a["artifact"] for a in info["mined_from"])
-        assert "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
+        assert "v2.10.3-1" in artifacts and "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
         assert "nvidia-nccl-cu12==2.21.5 libnccl.so.2" in artifacts, name
 
 
@@ -229,3 +236,45 @@ def test_generated_patterns_are_literal_led_and_claim_no_other_message():
 def test_plain_words_alone_are_not_distinctive_enough_for_a_pattern():
     # "is not available" is printed by other software too: a short literal needs a technical token
     assert miner.literal_pattern(["Rank %d: is not available"], []) is None
+
+
+def test_the_writer_keeps_the_layout_people_wrote():
+    import yaml
+
+    data = {"component": "nccl-x", "defaults": [{"cause": "ib-rdma-fault", "weight": 2.5}],
+            "messages": [{"id": "nccl-x.a", "text": "t", "event": "network", "sets": {"peer_lost": True}}]}
+    text = miner.dump(data)
+    assert "defaults:" + miner.DEFAULTS_COMMENT + "\n- {cause: ib-rdma-fault, weight: 2.5}\n" in text
+    assert "  sets: {peer_lost: true}\n" in text
+    assert yaml.safe_load(text) == data
+
+
+def test_wheels_by_release_cuda_flavour():
+    assert miner.wheel_name("2.14.3") == "nvidia-nccl-cu11==2.14.3"  # torch 1.13 / 2.0 pin it
+    assert miner.wheel_name("2.18.1") == "nvidia-nccl-cu12==2.18.1"
+    assert miner.wheel_name("2.28.9") == "nvidia-nccl-cu13==2.28.9"
+
+
+def test_a_wording_that_grew_a_tail_is_the_same_message():
+    # ncclGetErrorString's texts of NCCL <= 2.17 gained "(run with NCCL_DEBUG=INFO for details)" in 2.18.1
+    tags = ["v2.17.1-1", "v2.18.1-1"]
+
+    def wording(text, tags_):
+        w = miner.Wording("error", text)
+        for t in tags_:
+            w.tags.add(t)
+            w.sites[t].append(("src/init.cc", 10))
+        return w
+
+    words = [wording("unhandled cuda error", tags[:1]),
+             wording("unhandled cuda error (run with NCCL_DEBUG=INFO for details)", tags[1:]),
+             wording("internal error", tags[:1]),
+             wording("internal error - please report this issue to the NCCL developers", tags[1:])]
+    groups = miner.lineages({w.key: w for w in words}, tags)
+    assert sorted(sorted(w.text for w in g) for g in groups) == [
+        ["internal error", "internal error - please report this issue to the NCCL developers"],
+        ["unhandled cuda error", "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"]]
+    # two entries the catalogue already holds stay two
+    apart = {words[0].key: "nccl-errors.a", words[1].key: "nccl-errors.b"}
+    groups = miner.lineages({w.key: w for w in words}, tags, apart)
+    assert len(groups) == 3

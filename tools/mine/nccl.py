@@ -17,7 +17,7 @@ What it does, for every NCCL release tag in a range:
    says it still needs reading (`NEEDS_REVIEW`); `--report` lists them.
 
 Usage (from the repository root):
-    python tools/mine/nccl.py --repo ~/src/nccl --from 2.18.1 --to 2.29.7 --binaries pinned
+    python tools/mine/nccl.py --repo ~/src/nccl --from 2.10.3 --to 2.29.7 --binaries pinned
     python tools/mine/nccl.py --repo ~/src/nccl --tags v2.30.3-1 ... --dry-run --report
 """
 
@@ -47,11 +47,14 @@ REPO_URL = "https://github.com/NVIDIA/nccl"
 # The NCCL each torch wheel on PyPI pins (Requires-Dist nvidia-nccl-cu12/-cu13==X of torch's METADATA,
 # read with `pip install --dry-run --no-deps --report`): the releases that must be mined.
 TORCH_PINS = {
+    "2.0": "2.14.3",  # nvidia-nccl-cu11; torch 1.11 .. 1.13 link NCCL into the wheel (no wheel to pin)
     "2.1": "2.18.1", "2.2": "2.19.3", "2.3": "2.20.5", "2.4": "2.20.5", "2.5": "2.21.5", "2.6": "2.21.5",
     "2.7": "2.26.2", "2.8": "2.27.3", "2.9": "2.27.5", "2.10": "2.27.5", "2.11": "2.28.9", "2.12": "2.29.7",
     "2.13": "2.29.7",
 }
 CU13_FROM = (2, 28, 9)  # torch 2.11+ pins nvidia-nccl-cu13; earlier torch pins nvidia-nccl-cu12
+CU12_FROM = (2, 18, 1)  # the first nvidia-nccl-cu12 on PyPI; older releases only as nvidia-nccl-cu11 (2.13.4 .. 2.16.5;
+#                         torch 1.13/2.0 pin nvidia-nccl-cu11==2.14.3), and none at all before 2.13.4
 
 # INFO lines worth a catalogue entry: they carry facts a diagnosis needs (interfaces and transports
 # chosen, versions, ranks and sizes, settings taken from the environment), or they are the quiet
@@ -120,7 +123,7 @@ NEEDS_REVIEW = "NEEDS REVIEW: mined, not yet read in context."
 HAND_FIELDS = ("id", "meaning", "role", "points_to", "pattern", "case_sensitive", "captures", "sets", "event",
                "sample", "examples", "near_misses")
 FIELD_ORDER = ("id", "level", "text", "source", "versions", "wording", "pattern", "case_sensitive", "meaning", "role",
-               "points_to", "captures", "sets", "event", "sample", "examples", "near_misses")
+               "points_to", "captures", "event", "sets", "sample", "examples", "near_misses")
 
 
 # --- versions -------------------------------------------------------------------------------------
@@ -186,7 +189,9 @@ def mine_tag(repo: Path, tag: str, cache: Path) -> dict:
 # --- step 2: the released binaries ----------------------------------------------------------------
 
 def wheel_name(version: str) -> str:
-    return ("nvidia-nccl-cu13" if vkey(version) >= CU13_FROM else "nvidia-nccl-cu12") + "==" + version
+    if vkey(version) >= CU13_FROM:
+        return "nvidia-nccl-cu13==" + version
+    return ("nvidia-nccl-cu12" if vkey(version) >= CU12_FROM else "nvidia-nccl-cu11") + "==" + version
 
 
 def binary_strings(version: str, cache: Path, download: bool) -> set[str] | None:
@@ -308,9 +313,13 @@ def _called(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str]) -> list[list[Wording]]:
+def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str],
+             entry_of: dict[tuple[str, str], str] | None = None) -> list[list[Wording]]:
     """Group wordings into messages: a wording that disappears in a release and one that appears in
-    the same release, in the same file (or component) and alike, are one message reworded."""
+    the same release, in the same file (or component) and alike, are one message reworded.
+    `entry_of` ((level, text) -> catalogue id) keeps apart two wordings the catalogue already holds
+    in two entries (a person split them, or an earlier range did)."""
+    entry_of = entry_of or {}
     parent: dict[tuple[str, str], tuple[str, str]] = {k: k for k in wordings}
 
     def find(k):
@@ -332,12 +341,18 @@ def lineages(wordings: dict[tuple[str, str], Wording], tags: list[str]) -> list[
                     continue  # wordings printed side by side in some release are two messages
                 if _called(n.text) != _called(g.text):
                     continue  # "Call to ibv_reg_mr failed" and "Call to ibv_dereg_mr failed" are two messages
+                if entry_of.get(n.key, entry_of.get(g.key)) != entry_of.get(g.key, entry_of.get(n.key)):
+                    continue  # two entries of the catalogue
                 same_file = bool(paths(n, cur) & paths(g, prev))
                 same_comp = {component_of(p) for p in paths(n, cur)} & {component_of(p) for p in paths(g, prev)}
                 if not (same_file or same_comp):
                     continue
                 ratio = difflib.SequenceMatcher(None, g.text, n.text, autojunk=False).ratio()
-                if ratio >= (0.72 if same_file else 0.88):
+                # a wording that grew a tail in the same file ("unhandled cuda error" -> "unhandled cuda error
+                # (run with NCCL_DEBUG=INFO for details)") is the same message, however short the old one
+                extended = same_file and len(literal_of(min(g.text, n.text, key=len)).strip()) >= 8 and (
+                    n.text.startswith(g.text) or g.text.startswith(n.text))
+                if ratio >= (0.72 if same_file else 0.88) or extended:
                     same_lead = g.text.split("%", 1)[0] == n.text.split("%", 1)[0]
                     pairs.append(((same_file, same_lead, ratio), g, n))
         used_g, used_n = set(), set()
@@ -572,8 +587,23 @@ def _str_presenter(dumper, data):
 Dumper.add_representer(str, _str_presenter)
 
 
+class FlowMap(dict):
+    """A mapping written on one line (`{cause: x, weight: 1.5}`), as people write `defaults` and `sets`."""
+
+
+Dumper.add_representer(FlowMap, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True))
+
+DEFAULTS_COMMENT = "  # what a warning or error of this component hints at when its entry says no more"
+
+
 def dump(data: dict) -> str:
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    data = dict(data)
+    if data.get("defaults"):
+        data["defaults"] = [FlowMap(d) for d in data["defaults"]]
+    if data.get("messages"):
+        data["messages"] = [{**m, "sets": FlowMap(m["sets"])} if isinstance(m.get("sets"), dict) else m for m in data["messages"]]
+    text = yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    return text.replace("\ndefaults:\n", "\ndefaults:" + DEFAULTS_COMMENT + "\n", 1)
 
 
 def build(args) -> int:
@@ -600,14 +630,13 @@ def build(args) -> int:
     dropped = [w for w in wordings.values() if not shipped(w)]
     for w in dropped:
         del wordings[w.key]
-    groups = lineages(wordings, tags)
-
     existing = load_existing(Path(args.kb))
     by_text: dict[tuple[str, str], tuple[str, dict]] = {}
     for comp, data in existing.items():
         for m in data.get("messages", []):
             for t in [m["text"]] + [w["text"] for w in m.get("wording", [])]:
                 by_text[(m["level"], t)] = (comp, m)
+    groups = lineages(wordings, tags, {k: m["id"] for k, (_, m) in by_text.items()})
 
     newest = {t: i for i, t in enumerate(tags)}
     out_files: dict[str, list[dict]] = defaultdict(list)
@@ -716,7 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=os.environ.get("NCCL_REPO"), required="NCCL_REPO" not in os.environ,
                     help="a git clone of github.com/NVIDIA/nccl with its release tags (bare is fine); or $NCCL_REPO")
-    ap.add_argument("--from", dest="lo", default="2.18.1", help="first NCCL release to mine (default: what torch 2.1 pins)")
+    ap.add_argument("--from", dest="lo", default="2.10.3",
+                    help="first NCCL release to mine (default: the NCCL torch 1.11/1.12 ship)")
     ap.add_argument("--to", dest="hi", default="2.29.7", help="last NCCL release to mine (default: what torch 2.13 pins)")
     ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
     ap.add_argument("--binaries", choices=("none", "pinned", "all"), default="all",
