@@ -110,3 +110,38 @@ def test_a_pattern_that_claims_another_messages_wording_is_reported():
     assert collisions([short, same_way]) == []  # the same message, extended: allowed
     case = _message("c.upper", "CONNECT TO %s FAILED", r"CONNECT TO \S+ FAILED").model_copy(update={"case_sensitive": True})
     assert collisions([case, long]) == []
+
+
+# Wordings that cause files used to match with their own regexes before the catalogue entry that
+# prints them became the evidence: each must still count for its cause, whichever of the two holds it.
+MOVED_TO_THE_CATALOGUE = {
+    "dataloader-worker-died": ["RuntimeError: DataLoader worker (pid 2121) is killed by signal: Killed.",
+                               "RuntimeError: DataLoader worker (pid(s) 123, 456) exited unexpectedly"],
+    "rank-killed": ["  exitcode  : -9 (pid: 1234)",
+                    "E1123 10:00:00.000 1 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 0 (pid: 1) of binary: /venv/bin/python",
+                    "torch.distributed.elastic.multiprocessing.api.SignalException: Signal 9 (SIGKILL) received by PID 1234"],
+    "dev-shm-too-small": ["node3:2710:2730 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-1 (size 9637888)",
+                          "node3:2710:2730 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637888 bytes, error: No space left on device (28)",
+                          " 3 0x0000000000068d6c ncclShmOpen()  ???:0"],
+    "ib-rdma-fault": ["gpu-b:3381:3402 [0] NCCL WARN NET/IB : Got async event : port error",
+                      "gpu-b:3381:3402 [0] NCCL WARN NET/IB : Got non-fatal async event: GID table change"],
+    "nccl-plugin-noise": ["gpu-a:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
+                          "gpu-a:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."],
+    "pcie-p2p-broken": ["gpu-c:5512:5620 [2] transport/p2p.cc:275 NCCL WARN failed to peer with device 3(=3b000): 217 peer access is not supported between these two devices",
+                        "gpu-c:5512:5620 [2] NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+                        "gpu-c:5512:5620 [2] NCCL WARN cudaIpcOpenMemHandle failed : invalid argument"],
+    "world-size-mismatch": ["gpu-a:1:1 [0] init.cc:1120 NCCL WARN Invalid rank requested : 8/8"],
+    "wrong-socket-interface": ["gpu-a:1:1 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.2<45311> failed : No route to host"],
+    "ddp-unused-parameters": ["RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
+                              "Parameter indices which did not receive grad for rank 1: 2 3"],
+    "python-exception-on-rank": ["KeyError: Caught KeyError in DataLoader worker process 0."],
+}
+
+
+@pytest.mark.parametrize("cause,line", [(c, l) for c, lines in MOVED_TO_THE_CATALOGUE.items() for l in lines])
+def test_a_wording_moved_from_a_cause_to_the_catalogue_still_counts_for_it(cause, line):
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    found = {c.id: c for c in diagnose(DiagnoseRequest(log=line, max_causes=50)).causes}
+    assert cause in found and found[cause].evidence["lines"], (cause, line, list(found)[:5])
