@@ -194,10 +194,17 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         raw = cause.prior
         lines: list[EvidenceLine] = []
         slots = hits.by_cause.get(cause.id, {})
-        own_lines = {e.line for slot in slots.values() if not slot.signature.from_message for e in slot.lines}
+        own_weight: dict[int, float] = {}  # per line, the strongest of the cause's own signatures on it
         for slot in slots.values():
-            if slot.signature.from_message and own_lines and all(e.line in own_lines for e in slot.lines):
-                continue  # the cause's own signature already counted these lines: one line, one vote
+            if not slot.signature.from_message:
+                for e in slot.lines:
+                    own_weight[e.line] = max(own_weight.get(e.line, slot.signature.weight), slot.signature.weight)
+        for slot in slots.values():
+            if slot.signature.from_message and all(e.line in own_weight for e in slot.lines):
+                # the cause's own signature already counted these lines: one line, one vote, the
+                # stronger of the two (a weak generic regex must not mute the catalogue's entry)
+                raw += max(0.0, slot.signature.weight - max(own_weight[e.line] for e in slot.lines))
+                continue
             raw += slot.signature.weight
             lines.extend(slot.lines)
         rule_score, fact_evidence = score_rules(cause, facts, kb)

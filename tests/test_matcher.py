@@ -187,3 +187,20 @@ def test_words_never_claim_more_than_the_numbers(kb):
     assert standing(low).startswith("ahead so far, not yet sure") and "leading" not in standing(low)
     assert standing(d.model_copy(update={"status": "no-match"})) == "no cause stands out yet"
     assert standing(d.model_copy(update={"status": "diagnosed"})).startswith("leading: ")
+
+
+def test_one_line_one_vote_is_the_stronger_vote(kb):
+    """A line matched both by a cause's own (generic) signature and by a catalogue entry pointing to
+    the cause counts once, at the larger of the two weights: the generic regex must not mute it."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    line = ("srv-2:9463:9471 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
+            "local access violation work queue error")
+    catalogued = next(p.weight for p in kb.messages["nccl-ib.net-ib-got-non-fatal-async-event"].points_to
+                      if p.cause == "ib-rdma-fault")
+    own = next(s.weight for s in kb.causes["ib-rdma-fault"].signatures if s.id == "wc-status-name")
+    assert own < catalogued  # the situation under test
+    cause = next(c for c in diagnose(DiagnoseRequest(log=line)).causes if c.id == "ib-rdma-fault")
+    assert [e["signature"] for e in cause.evidence["lines"]] == ["wc-status-name"]  # counted once
+    assert cause.raw_score == catalogued + kb.causes["ib-rdma-fault"].prior
