@@ -120,6 +120,13 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
                 scored[existing] = (gain + value, q, why + "; " + reason)
             else:
                 scored.append((value, question, reason))
+    for qid, reason in _world_needs(facts).items():
+        question = kb.questions.get(qid)
+        if question is None or _asked_already(question, facts, answered):
+            continue
+        existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
+        if existing is None:
+            scored.append((WORLD_NEED, question, reason))
     scored.sort(key=lambda t: (-t[0], t[1].id))
     return [_out(q, gain, why, question_text(kb, q, facts)) for gain, q, why in scored[:limit]]
 
@@ -198,6 +205,21 @@ def _requirement_needs(kb, top: RankedCause) -> dict[str, str]:
         if question is not None:
             needs.setdefault(question.id, f"{top.title} holds only if {name.replace('_', ' ')} is confirmed")
     return needs
+
+
+WORLD_NEED = 0.5
+"""what knowing the world is worth when the store waits for a given rank: it decides whether that
+rank can exist at all (a misconfigured world) or is merely late (a slow start)."""
+
+
+def _world_needs(facts: Facts) -> dict[str, str]:
+    """The node count and GPUs per node, when the store waits for a rank and the log does not say
+    how many ranks the world has: nodes x GPUs tells a rank that cannot exist from a late one."""
+    if not facts.known("awaited_rank") or facts.known("world_size"):
+        return {}
+    rank = facts.get("awaited_rank")
+    reason = f"nodes x GPUs per node says whether rank {rank}, which the store waits for, can exist"
+    return {"nodes": reason, "gpus_per_node": reason}
 
 
 def _out(q: schema.Question, gain: float, reason: str, text: str) -> QuestionOut:

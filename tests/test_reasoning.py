@@ -368,3 +368,20 @@ def test_an_answer_the_user_could_not_give_cannot_be_what_the_verdict_assumes():
     # an unknown answer that no rival's rule reads changes nothing
     other = run(log, framework="open-r1", storage="network-fs", trl_version="0.16.0", container="unknown")
     assert other.status == "diagnosed"
+
+
+def test_the_world_is_asked_when_the_store_waits_for_a_rank():
+    """torchrun started 2 ranks, the script told init_process_group 4: the store waits for rank 2.
+    Whether rank 2 can exist is nodes x GPUs per node, so both are asked; the answer settles it."""
+    from pathlib import Path
+
+    log = (Path(__file__).resolve().parents[1] / "kb" / "recorded" / "wrong-world-size--torchrun.log").read_text(encoding="utf-8")
+    asked = run(log)
+    assert asked.facts["awaited_rank"] == 2 and "world_size" not in asked.facts
+    reasons = {q.id: q.reason for q in asked.questions}
+    assert {"nodes", "gpus_per_node"} <= set(reasons) and "rank 2" in reasons["nodes"]
+    small = run(log, nodes="1", gpus_per_node="2")
+    assert small.facts["rank_outside_world"] is True and small.causes[0].code == "rank-world-size-misconfig"
+    big = run(log, nodes="2", gpus_per_node="2")
+    assert "rank_outside_world" not in big.facts
+    assert not {"nodes", "gpus_per_node"} & {q.id for q in big.questions}
