@@ -303,7 +303,8 @@ FACT_PROBES: list[FactProbe] = [
                         r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
-    FactProbe("hf-step", r"\{'loss': [\d.]+[^}\n]{0,400}'epoch': (?P<epoch>[\d.]+)\}", recurring="first"),
+    # transformers >= 5.0 prints the floats as strings ({'loss': '4.17', ..., 'epoch': '0.0625'})
+    FactProbe("hf-step", r"\{'loss': '?[\d.]+[^}\n]{0,400}'epoch': '?(?P<epoch>[\d.]+)'?\}", recurring="first"),
     # which TRL trainer runs: its module in a traceback, or SFTTrainer's own metric (trl/trainer/*_trainer.py)
     FactProbe("trl-trainer", r"trl/trainer/(?P<t>sft|grpo|dpo|orpo|cpo|kto|ppo|rloo|reward|online_dpo|gkd|bco|prm|xpo|nash_md)_trainer\.py"
                              r"|open_r1/(?P<recipe>sft|grpo)\.py|\b(?P<metric>mean_token_accuracy)\b", recurring="first"),

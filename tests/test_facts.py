@@ -156,3 +156,13 @@ def test_prediction_and_lightning_eval_bars_are_the_eval_phase(kb):
         assert facts(kb, "{'loss': 1.0, 'epoch': 0.5}\n" + cue + "\n" + watchdog(1, 900))["phase"] == "eval", cue
     # a bar that only counts predictions made during training is no phase cue
     assert facts(kb, "{'loss': 1.0, 'epoch': 0.5}\nlogged 3 predictions to wandb\n" + watchdog(1, 900)).get("phase") != "eval"
+
+
+def test_transformers_5_quoted_step_logs_are_training(kb):
+    """transformers >= 5.0 prints the step dict's floats as strings (ProgressCallback.on_log,
+    f"{v:.4g}"); 4.x printed numbers. Both are the train phase and carry the epoch."""
+    for dict_line in ("{'loss': '4.153', 'grad_norm': '0.7983', 'learning_rate': '0.000875', 'epoch': '0.125'}",
+                      "{'loss': 4.153, 'grad_norm': 0.7983, 'learning_rate': 0.000875, 'epoch': 0.125}"):
+        bar = " 25%|██▌       | 2/8 [00:00<00:00, 19.73it/s]"
+        f = facts(kb, "***** Running training *****\n" + bar + dict_line + "\n" + watchdog(1, 900))
+        assert f["phase"] == "train" and f["step"] == 2, dict_line
