@@ -1,7 +1,7 @@
 """The reproduction suite, run fresh (repro/scenarios.yaml, environment: torch CPU + the `hf` pins):
 every scenario must still fail the way it was recorded in kb/recorded — the expected exit status,
-its key messages — and the advisor must give the fresh log the same verdict as the recorded one:
-the same first cause where it diagnoses; where it does not, a lead among the recorded top three.
+its key messages — and the advisor must give the fresh log the same first cause as the recorded
+one; only where neither is a verdict may the lead be another of the recorded top three.
 A scenario that no longer fails, or fails differently after an upgrade, shows up here; then
 re-record with `python repro/record.py --only <id>` and review the diff.
 
@@ -40,14 +40,11 @@ def _differences(result) -> list[str]:
         return problems
     recorded = (record.RECORDED / f"{result.run.id}.log").read_text(encoding="utf-8")
     (status, fresh), (was, then) = record.diagnose_verdict(result.text), record.diagnose_verdict(recorded)
-    if (status == "diagnosed") != (was == "diagnosed"):
-        return [f"{status} {fresh[:1]}, recorded {was} {then[:1]}"]
-    if status == "diagnosed" and fresh[:1] != then[:1]:
-        return [f"diagnosed {fresh[:1]}, recorded {then[:1]}"]
-    # without a verdict the order of close candidates may move with timing; the lead must stay near
-    if fresh[:1] and fresh[0] not in then[:3]:
-        return [f"{status}: first candidate {fresh[0]}, not among the recorded {then[:3]}"]
-    return []
+    if fresh[:1] == then[:1]:
+        return []  # the same lead (its confidence may move with what the run printed)
+    if "diagnosed" not in (status, was) and fresh[:1] and fresh[0] in then[:3]:
+        return []  # without a verdict the order of close candidates may move with timing
+    return [f"{status} {fresh[:1]}, recorded {was} {then[:3]}"]
 
 
 def _run_twice_if_needed(run):
