@@ -445,6 +445,7 @@ class FactCollector:
     last_rate: tuple[int, float] | None = None
     step_now: tuple[int, int] | None = None
     step_at_failure: tuple[int, int] | None = None
+    logged_steps: int = 0  # HF step dicts seen: with no progress bar, they say training is past step 1
     exceptions: list[tuple[int, str, str, bool]] = field(default_factory=list)  # line, type, msg, cascade
     tracebacks: dict[int | None, tuple[int, list[str]]] = field(default_factory=dict)  # rank -> (start line, frame paths)
     last_traceback: int | None = None
@@ -770,8 +771,13 @@ class FactCollector:
         self._sample_rate(hit.line_no, tps)
 
     def _on_hf_step(self, hit: LineHit) -> None:
+        self.logged_steps += 1
         if self.step_now is None:
             self.step_now = (1, 0)
+        elif self.step_now == (1, 0) and self.logged_steps > 1:
+            # a second step dict and still no progress bar or step counter: past the first step (how
+            # far is unknown, as logging_steps apart; 2 is only a lower bound)
+            self.step_now = (2, 0)
 
     def _sample_rate(self, line: int, value: float) -> None:
         if self.phase_at_failure is None:  # only the run-up to the failure matters

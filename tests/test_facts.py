@@ -166,3 +166,11 @@ def test_transformers_5_quoted_step_logs_are_training(kb):
         bar = " 25%|██▌       | 2/8 [00:00<00:00, 19.73it/s]"
         f = facts(kb, "***** Running training *****\n" + bar + dict_line + "\n" + watchdog(1, 900))
         assert f["phase"] == "train" and f["step"] == 2, dict_line
+
+
+def test_several_step_dicts_without_a_bar_are_past_the_first_step(kb):
+    """A log file without progress bars (tqdm off, or not captured) still shows each logging step's
+    dict: one dict is the first step, a second means training ran on."""
+    line = "{'loss': 1.2, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
+    assert facts(kb, "***** Running training *****\n" + line + watchdog(1, 900))["phase"] == "first-step"
+    assert facts(kb, "***** Running training *****\n" + line * 3 + watchdog(1, 900))["phase"] == "train"
