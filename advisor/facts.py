@@ -275,7 +275,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("nccl-version", r"NCCL version (?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?", recurring="first"),
     FactProbe("nccl-compiled", r"compiled with NCCL (?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
     FactProbe("cuda-version", r"\bCUDA (?:runtime |Version:? |version:? )(?P<v>\d+\.\d+)", recurring="first"),
-    FactProbe("transformers-version", r"\btransformers(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
+    FactProbe("transformers-version", r"\btransformers`?(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
     FactProbe("member", r"GLOBAL_RANK: (?P<rank>\d+), MEMBER: (?P<member>\d+)/(?P<world>\d+)"),
     FactProbe("lf-tasks", r"Initializing (?P<world>\d+) distributed tasks at: (?P<host>[\w.:\[\]-]+?):(?P<port>\d+)"),
     FactProbe("nranks", r"\brank (?P<rank>\d+) nranks (?P<world>\d+)\b"),
@@ -289,7 +289,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("clients-joined", r"(?P<joined>\d+)/(?P<world>\d+) clients joined"),
     FactProbe("exception-line", r"(?m)^(?:\[(?:rank|default)\d+\]:)? ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
     FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
-    FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line \d+, in (?P<func>[\w<>.]+)', ignore_case=False),
+    FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+), in (?P<func>[\w<>.]+)', ignore_case=False),
+    # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
+    FactProbe("rich-frame", r"(?P<path>/[\w./+-]{1,400}\.py):(?P<lineno>\d+) in (?P<func>\w+)", ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
@@ -459,6 +461,7 @@ class FactCollector:
     in_root_cause: bool = False
     training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
+    package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
 
     # -- listener --
     def on_hit(self, hit: LineHit) -> None:
@@ -695,7 +698,22 @@ class FactCollector:
             return rank
         return self.last_traceback if self.last_traceback in self.tracebacks else None
 
+    def _on_rich_frame(self, hit: LineHit) -> None:
+        self._package_frame(hit)
+
+    def _package_frame(self, hit: LineHit) -> None:
+        """Keep frames of the files whose line spans per release are mined: they date the package."""
+        from advisor.frames import MAX_FRAMES, frame_of
+
+        lineno = _int(hit.group("lineno"))
+        frame = frame_of(hit.group("path") or "", lineno, hit.group("func") or "") if lineno else None
+        if frame is not None:
+            kept = self.package_frames.setdefault(frame.package, [])
+            if len(kept) < MAX_FRAMES and frame not in kept:
+                kept.append(frame)
+
     def _on_frame(self, hit: LineHit) -> None:
+        self._package_frame(hit)
         self.frames_seen = True  # a traceback, even one whose header and exception line were cut: not a silent log
         rank = self._open_traceback(hit.rank)
         tb = self.tracebacks.get(rank)
@@ -851,6 +869,7 @@ class FactCollector:
             put(name, val.value, val.line, val.text, val.origin, val.detail)
 
         self._finalize_framework(put, frameworks)
+        self._finalize_frame_versions(put, out)
         self._finalize_torch_wording(put, out)
         self._finalize_ranks(put, out, ranks_prefixed)
         self._finalize_rank_ids(put, out, ranks_prefixed)
@@ -881,6 +900,19 @@ class FactCollector:
         if best in self.fw_versions:
             version, vline, vtext = self.fw_versions[best]
             put("framework_version", version, vline, vtext[:400])
+
+    def _finalize_frame_versions(self, put, out) -> None:
+        """A package's version from its traceback frames: the releases that fit (a list, oldest
+        first), when the log did not print the version itself."""
+        from advisor.frames import version_range
+
+        for package, frames in self.package_frames.items():
+            name = f"{package}_version"
+            if name not in FACTS or name in out:
+                continue
+            found = version_range(frames)
+            if found is not None:
+                put(name, list(found.versions), None, None, origin="inferred", detail=found.describe())
 
     def _finalize_torch_wording(self, put, out) -> None:
         if "torch_version" in out or not self.wording:

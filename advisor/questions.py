@@ -17,7 +17,7 @@ from advisor import schema
 from advisor.facts import FACTS
 from advisor.matcher import probabilities
 from advisor.models import Facts, QuestionOut, RankedCause
-from advisor.rules import bin_points, fact_domain, rule_state, version_representatives
+from advisor.rules import bin_points, condition_holds, fact_domain, rule_state, version_representatives
 from advisor.tuning import CALCULATORS
 
 MIN_GAIN = 0.08
@@ -82,7 +82,14 @@ def information_gain(kb, question: schema.Question, raw: dict[str, float], facts
 
 
 def _asked_already(question: schema.Question, facts: Facts, answered: set[str]) -> bool:
-    return question.id in answered or facts.known(question.fact) or not _makes_sense(question, facts)
+    known = facts.known(question.fact) and not _release_range(facts.get(question.fact))
+    return question.id in answered or known or not _makes_sense(question, facts)
+
+
+def _release_range(value) -> bool:
+    """Several releases that a traceback's frames fit (advisor.frames): the version is still worth
+    asking where the range straddles a bound; the conditions themselves say where it does not."""
+    return isinstance(value, list) and len(value) > 1
 
 
 def _makes_sense(question: schema.Question, facts: Facts) -> bool:
@@ -188,7 +195,7 @@ def _version_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
             continue
         for name in rule.when:
             spec = FACTS.get(name)
-            if spec is None or spec.kind != "version" or facts.known(name):
+            if spec is None or spec.kind != "version" or condition_holds(name, facts.get(name), rule.when[name]) is not None:
                 continue
             question = next((q for q in kb.questions.values() if q.fact == name), None)
             if question is not None:

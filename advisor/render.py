@@ -10,7 +10,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from advisor.models import Diagnosis, RankRow, TimeoutReport
+from advisor.models import Diagnosis, RankRow, TimeoutReport, fact_text
 
 _RESET = "\x1b[0m"
 
@@ -277,7 +277,7 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
                 out.extend(" " * (3 + len(where)) + rest for rest in wrapped[1:])
             for f in facts[: (8 if verbose else 3)]:
                 sign = "+" if f["weight"] >= 0 else ""
-                out.append(f"  {s.dim('fact')} {f['fact']}={f['value']} ({sign}{f['weight']}): {f['why'][: width - 30]}")
+                out.append(f"  {s.dim('fact')} {f['fact']}={fact_text(f['value'])} ({sign}{f['weight']}): {f['why'][: width - 30]}")
             out.append("")
 
     fr_lines = flight_recorder_lines(d, verbose, width)
@@ -404,7 +404,7 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
             where = "description" if e["line"] == 0 else f"line {e['line']}"
             evidence.append(f"{where}: {e['text']}")
         for f in top.evidence.get("facts", [])[:max_evidence]:
-            evidence.append(f"fact {f['fact']}={f['value']} ({f['weight']:+}): {f['why']}")
+            evidence.append(f"fact {f['fact']}={fact_text(f['value'])} ({f['weight']:+}): {f['why']}")
     fr_lines = flight_recorder_lines(d)
     if fr_lines:
         out.append("### Flight Recorder")

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from advisor import schema
-from advisor.models import Facts, TimeoutReach, TimeoutReport
+from advisor.models import Facts, TimeoutReach, TimeoutReport, fact_text
 from advisor.regex import compile_pattern
 from advisor.versions import version_matches
 
@@ -59,11 +59,11 @@ class Context:
     def framework(self) -> str | None:
         return self.facts.get("framework")
 
-    def version(self, package: str) -> str | None:
+    def version(self, package: str) -> str | list[str] | None:
         """A package's version: its own fact, or the framework version when it is the framework."""
         own = self.facts.get(f"{package.replace('-', '_')}_version")
         if own:
-            return str(own)
+            return own if isinstance(own, list) else str(own)  # a list: the releases traceback frames fit
         if self.framework == package and self.facts.get("framework_version"):
             return str(self.facts.get("framework_version"))
         return None
@@ -77,7 +77,12 @@ class Context:
             version = self.get("nccl_version")
         else:
             version = self.version(package)
-        return version_matches(str(version), spec) if version else None
+        if not version:
+            return None
+        if isinstance(version, list):  # every release in the range must agree, else unknown
+            held = {version_matches(str(v), spec) for v in version}
+            return held.pop() if len(held) == 1 else None
+        return version_matches(str(version), spec)
 
 
 # --- which clock fired --------------------------------------------------------------------------
@@ -336,7 +341,7 @@ def _hf_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_values, ve
     """HF TrainingArguments.ddp_timeout, and the paths on which it is not passed."""
     tv = ctx.version("transformers")
     deepspeed = ctx.get("uses_deepspeed")
-    tv_note = f"transformers {tv}" if tv else "transformers version not known"
+    tv_note = f"transformers {fact_text(tv)}" if tv else "transformers version not known"
 
     def bypassed(reason: str, trap_id: str | None, why: str, on: str = backend) -> Verdict:
         """ddp_timeout was not passed: torch's default is in force, or a value set elsewhere."""
@@ -377,7 +382,7 @@ def _accelerate_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_va
     """accelerate forwards only non-default InitProcessGroupKwargs values; DeepSpeed's own default
     applies on its path."""
     av = ctx.version("accelerate")
-    av_note = f"accelerate {av}" if av else "accelerate version not known"
+    av_note = f"accelerate {fact_text(av)}" if av else "accelerate version not known"
     if ctx.get("uses_deepspeed") is True:
         trap = find_trap(kb, "accelerate-deepspeed-path")
         if seconds == 1800:
@@ -433,7 +438,7 @@ def _torchtitan_verdict(kb, ctx, seconds, backend, setting, torch_text, torch_va
                            init.id, True, "comm.init_timeout_seconds reaches this clock", setting_id=init.id, how_text=init.set)
         if old is False:
             return verdict(f"framework default: comm.init_timeout_seconds = {_s(seconds)}, still in force: torchtitan "
-                           f"{ctx.version('torchtitan')} switches to train_timeout_seconds after the first step, even when "
+                           f"{fact_text(ctx.version('torchtitan'))} switches to train_timeout_seconds after the first step, even when "
                            "resumed, so this group was not switched (or the failure came before the first step ended)",
                            init.id, True, "comm.init_timeout_seconds reaches this clock", setting_id=init.id, how_text=init.set)
         if ctx.get("resumed") is False:

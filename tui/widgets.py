@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import HorizontalScroll, Vertical, VerticalScroll
 from textual.widgets import Collapsible, Markdown, Static
 
-from advisor.models import Diagnosis, Snippet
+from advisor.models import Diagnosis, Snippet, fact_text
 from advisor.render import paragraphs, rank_picture
 
 SHOWN_FACTS = ("framework", "framework_version", "torch_version", "phase", "op_type", "timeout_ms", "world_size",
@@ -76,7 +76,7 @@ class FinalAnswer(Vertical):
         lines = []
         if top is not None and d.status != "no-match":
             lines += [f"line {e['line']}: {e['text']}" if e["line"] else f"description: {e['text']}" for e in top.evidence["lines"][:8]]
-            lines += [f"fact {f['fact']}={f['value']} ({f['weight']:+}): {f['why']}" for f in top.evidence["facts"][:6]]
+            lines += [f"fact {f['fact']}={fact_text(f['value'])} ({f['weight']:+}): {f['why']}" for f in top.evidence["facts"][:6]]
         lines += rank_picture(d.ranks)
         if lines:
             with Collapsible(title="Evidence", collapsed=True, id="evidence"):

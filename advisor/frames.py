@@ -1,0 +1,125 @@
+"""Which releases of a package could have printed a traceback's frames.
+
+A frame names a file, a line and a function. kb/frames/<package>.json (mined from every release's
+wheel by tools/mine/frames.py) holds, per file and function, the lines it spans in each release;
+the releases where every frame's line falls inside its function are the ones that printed the
+traceback. `transformers/trainer.py, line 2555, in _save_checkpoint` fits 4.38.0-4.38.2 only: the
+version a version-gated cause needs, read from a log that never printed a version.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+from advisor.knowledge import builtin_kb_dir
+
+# frames kept per package: a traceback's frames of one package are a handful; many more means
+# several tracebacks (the same frames again) or a log of many runs
+MAX_FRAMES = 64
+
+
+@dataclass(frozen=True)
+class Frame:
+    package: str
+    file: str  # the path inside the package's wheel: transformers/trainer.py
+    line: int
+    func: str
+
+
+@functools.lru_cache(maxsize=None)
+def _table(package: str) -> dict | None:
+    path = builtin_kb_dir() / "frames" / f"{package}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def mined_files() -> dict[str, str]:
+    """'/transformers/trainer.py' -> 'transformers' for every mined file (path suffixes to match)."""
+    out: dict[str, str] = {}
+    for path in sorted((builtin_kb_dir() / "frames").glob("*.json")):
+        table = _table(path.stem)
+        for name in (table or {}).get("files", {}):
+            out["/" + name] = path.stem
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _package_dirs() -> tuple[str, ...]:
+    return tuple(f"/{p.stem}/" for p in (builtin_kb_dir() / "frames").glob("*.json"))
+
+
+def frame_of(path: str, line: int, func: str) -> Frame | None:
+    """The mined file a frame's path ends in (site-packages, a venv, a container path), else None."""
+    path = path.replace("\\", "/")
+    if not any(d in path for d in _package_dirs()):  # most frames: no table is read
+        return None
+    for suffix, package in mined_files().items():
+        if path.endswith(suffix):
+            return Frame(package, suffix[1:], line, func)
+    return None
+
+
+def _indices(ranges: str) -> set[int]:
+    out: set[int] = set()
+    for part in ranges.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def _fits(table: dict, frame: Frame) -> set[int] | None:
+    """Releases whose `frame.func` spans `frame.line`; None when the table cannot say (the function
+    is not in the file in any release: a fork, a module-level frame)."""
+    by_span = table["files"].get(frame.file, {}).get(frame.func)
+    if not by_span:
+        return None
+    fit: set[int] = set()
+    for span, ranges in by_span.items():
+        start, _, end = span.partition("-")
+        if int(start) <= frame.line <= int(end):
+            fit |= _indices(ranges)
+    return fit
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    package: str
+    versions: tuple[str, ...]  # the releases that fit every frame, oldest first
+    frames: tuple[Frame, ...]  # the frames that narrowed it
+    newest_mined: str
+
+    def describe(self) -> str:
+        span = self.versions[0] if len(self.versions) == 1 else f"{self.versions[0]} .. {self.versions[-1]}"
+        where = "; ".join(f"{f.file.rsplit('/', 1)[-1]} line {f.line} in {f.func}" for f in self.frames[:3])
+        newer = " (or a release newer than the table)" if self.versions[-1] == self.newest_mined else ""
+        return f"traceback frames ({where}) fit {self.package} {span}{newer} only"
+
+
+def version_range(frames: list[Frame]) -> VersionRange | None:
+    """The releases of one package that fit all its frames, or None when the frames say nothing
+    (every release fits) or contradict each other (an edited install, two versions in one log)."""
+    if not frames:
+        return None
+    table = _table(frames[0].package)
+    if table is None:
+        return None
+    versions: list[str] = table["versions"]
+    fit = set(range(len(versions)))
+    used: list[Frame] = []
+    for frame in frames:
+        this = _fits(table, frame)
+        if this is None:
+            continue
+        if not this & fit:
+            return None
+        if this & fit != fit:
+            used.append(frame)
+        fit &= this
+    if len(fit) == len(versions) or not used:
+        return None
+    return VersionRange(frames[0].package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])

@@ -1,0 +1,169 @@
+"""Traceback frames date the package that printed them (advisor/frames.py, kb/frames/*.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor.diagnose import diagnose, read_log
+from advisor.frames import Frame, version_range
+from advisor.models import DiagnoseRequest, Facts, FactValue, fact_text
+from advisor.questions import _asked_already
+from advisor.rules import condition_holds
+from advisor.versions import parse_version
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = sorted((ROOT / "kb" / "frames").glob("*.json"))
+sys.path.insert(0, str(ROOT / "tools" / "mine"))
+import frames as miner  # noqa: E402  (tools/mine/frames.py)
+
+# transformers 4.38.1 under LLaMA-Factory, failing in the staging-folder clean-up (our dev corpus,
+# https://github.com/hiyouga/LlamaFactory/issues/2593)
+CASE = yaml.safe_load((ROOT / "benchmarks" / "cases" / "dev" / "llamafactory-2593.yaml").read_text())["log"]
+FRAME = re.compile(r'(File "[^"]*/transformers/trainer\.py", line )(\d+)(, in )(\w+)')
+
+
+def _table(package: str) -> dict:
+    return json.loads((ROOT / "kb" / "frames" / f"{package}.json").read_text())
+
+
+def _span_at(package: str, file: str, func: str, version: str) -> tuple[int, int]:
+    table = _table(package)
+    index = table["versions"].index(version)
+    for span, ranges in table["files"][file][func].items():
+        for part in ranges.split(","):
+            a, _, b = part.partition("-")
+            if int(a) <= index <= int(b or a):
+                start, _, end = span.partition("-")
+                return int(start), int(end)
+    raise AssertionError(f"{func} not in {file} {version}")
+
+
+def _renumbered(log: str, version: str) -> str:
+    """The same traceback as the given release would number it (each frame one line into its function)."""
+    return FRAME.sub(lambda m: f"{m[1]}{_span_at('transformers', 'transformers/trainer.py', m[4], version)[0] + 1}{m[3]}{m[4]}", log)
+
+
+def run(kb, log: str, **answers):
+    return diagnose(DiagnoseRequest(log=log, answers={k: str(v) for k, v in answers.items()}), kb)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_tables_are_well_formed(path):
+    table = json.loads(path.read_text())
+    versions = [parse_version(v) for v in table["versions"]]
+    assert None not in versions and versions == sorted(versions) and len(set(versions)) == len(versions)
+    assert table["package"] == path.stem and table["mined_with"] == "tools/mine/frames.py" and "PyPI" in table["source"]
+    assert set(table["files"]) <= set(miner.PACKAGES[path.stem][0])
+    for funcs in table["files"].values():
+        for by_span in funcs.values():
+            for span, ranges in by_span.items():
+                start, end = map(int, span.split("-"))
+                assert 0 < start <= end
+                for part in ranges.split(","):
+                    a, _, b = part.partition("-")
+                    assert 0 <= int(a) <= int(b or a) < len(versions)
+
+
+def test_the_staging_cleanup_traceback_dates_transformers_4_38(kb):
+    facts = read_log(kb, CASE).facts
+    fact = facts.values["transformers_version"]
+    assert fact.value == ["4.38.0", "4.38.1", "4.38.2"] and fact.origin == "inferred"
+    assert "trainer.py line" in fact.detail and "4.38.0 .. 4.38.2" in fact.detail
+    d = run(kb, CASE)
+    assert d.causes[0].id == "transformers-staging-cleanup-race"
+
+
+def test_the_same_traceback_numbered_as_4_39_is_not_the_4_38_bug(kb):
+    log = _renumbered(CASE, "4.39.0")
+    fact = read_log(kb, log).facts.values["transformers_version"]
+    assert "4.39.0" in fact.value and not any(v.startswith("4.38.") for v in fact.value)
+    assert "transformers-staging-cleanup-race" not in [c.id for c in run(kb, log).causes]
+
+
+def test_frames_that_contradict_each_other_date_nothing(kb):
+    """An edited install or two versions' tracebacks in one log: no version rather than a wrong one."""
+    mixed = FRAME.sub(lambda m: f"{m[1]}{m[2] if m[4] != 'train' else 5}{m[3]}{m[4]}", CASE)
+    assert "transformers_version" not in read_log(kb, mixed).facts.values
+
+
+def test_frames_of_unknown_functions_and_other_packages_are_ignored(kb):
+    log = ('Traceback (most recent call last):\n'
+           '  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2555, in my_patched_save\n'
+           '  File "/home/me/transformers/examples/train.py", line 12, in main\n'
+           'RuntimeError: boom\n')
+    assert "transformers_version" not in read_log(kb, log).facts.values
+
+
+def test_a_printed_version_wins_over_the_frames(kb):
+    fact = read_log(kb, "- `transformers` version: 4.36.2\n" + CASE).facts.values["transformers_version"]
+    assert fact.value == "4.36.2" and fact.origin == "log"
+
+
+def test_rich_frames_date_the_package_too(kb):
+    rich = "\n".join(f"│ /usr/local/lib/python3.10/dist-packages/transformers/trainer.py:{line} in {func:<30} │"
+                     for line, func in re.findall(r"trainer\.py\", line (\d+), in (\w+)", CASE))
+    assert read_log(kb, rich).facts.values["transformers_version"].value == ["4.38.0", "4.38.1", "4.38.2"]
+
+
+@pytest.mark.parametrize("package", [p.stem for p in TABLES])
+def test_every_release_fits_frames_it_could_print(package):
+    """Frames built from one release's own spans always keep that release in the range."""
+    table = _table(package)
+    for index in range(0, len(table["versions"]), 7):
+        version = table["versions"][index]
+        frames = []
+        for file, funcs in table["files"].items():
+            for func in ("train", "_save_checkpoint", "_inner_training_loop", "compute_loss", "training_step", "__init__"):
+                if func in funcs:
+                    try:
+                        start, end = _span_at(package, file, func, version)
+                    except AssertionError:
+                        continue
+                    frames.append(Frame(package, file, (start + end) // 2, func))
+        found = version_range(frames)
+        assert found is None or version in found.versions, (version, found)
+
+
+def test_recorded_hf_logs_are_dated_to_the_release_that_printed_them(kb):
+    """Logs printed by the real Trainer (repro/, transformers as in the manifest) fit their release."""
+    manifest = yaml.safe_load((ROOT / "kb" / "recorded" / "manifest.yaml").read_text())
+    printed = manifest["recorded_with"]["transformers"]
+    dated = 0
+    for run_ in manifest["runs"]:
+        text = (ROOT / "kb" / "recorded" / run_["log"]).read_text(errors="replace")
+        if "/transformers/trainer.py" not in text:
+            continue
+        fact = read_log(kb, text).facts.values.get("transformers_version")
+        assert fact is not None and printed in fact.value, (run_["id"], fact)
+        dated += 1
+    assert dated >= 5
+
+
+@pytest.mark.parametrize("spec, held", [(">=4.38.0,<4.39.0", True), (">=4.39.0", False), (">=4.38.1", None)])
+def test_a_release_range_holds_only_when_every_release_agrees(spec, held):
+    assert condition_holds("transformers_version", ["4.38.0", "4.38.1", "4.38.2"], spec) is held
+
+
+def test_a_range_that_straddles_a_bound_is_still_asked(kb):
+    question = kb.questions["transformers_version"]
+    wide = Facts(values={"transformers_version": FactValue(value=["4.37.2", "4.38.0"], origin="inferred")})
+    one = Facts(values={"transformers_version": FactValue(value=["4.38.1"], origin="inferred")})
+    assert not _asked_already(question, wide, set())
+    assert _asked_already(question, one, set())
+
+
+def test_a_range_reads_as_a_range():
+    assert fact_text(["4.38.0", "4.38.1", "4.38.2"]) == "4.38.0 .. 4.38.2"
+    assert fact_text(["5.23.0"]) == "5.23.0" and fact_text(True) == "True" and fact_text("2.4") == "2.4"
+
+
+def test_the_miner_reads_spans_and_writes_ranges():
+    source = "def a():\n    pass\n\nclass K:\n    def a(self):\n        def inner():\n            return 1\n        return inner\n"
+    assert miner.spans(source) == {"a": [(1, 2), (5, 8)], "inner": [(6, 7)]}
+    assert miner._ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
