@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor import schema
-from advisor.models import Facts, Fix, FixStep, RankedCause, Snippet
+from advisor.models import Facts, Fix, FixStep, RankedCause, Snippet, fact_text
 from advisor.snippets import Resolved, env_name, render
 from advisor.tuning import CALCULATORS
 from advisor.versions import version_matches
@@ -35,7 +35,7 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
             continue
         ok = version_matches(version, spec) if version else None
         if ok is False:
-            return False, f"not for {label} {version} (needs {spec})"
+            return False, f"not for {label} {fact_text(version)} (needs {spec})"
         if ok is None:
             notes.append(f"applies to {label} {spec}")
     if fix.applies.frameworks:
@@ -217,7 +217,7 @@ def flight_recorder_note(torch_version: str | None) -> str:
         return "Flight Recorder dumps on timeout; analyse them with `torchfrtrace <dump dir>`"
     if torch_version and version_matches(torch_version, "<2.10"):
         return (f"Flight Recorder dumps on timeout; analyse them with tools/flight_recorder/fr_trace.py from the PyTorch "
-                f"source of your version (torch {torch_version} does not ship `torchfrtrace`, 2.10 does)")
+                f"source of your version (torch {fact_text(torch_version)} does not ship `torchfrtrace`, 2.10 does)")
     return ("Flight Recorder dumps on timeout; analyse them with `torchfrtrace <dump dir>` (in the torch wheel from 2.10; "
             "earlier: tools/flight_recorder/fr_trace.py from the PyTorch repository)")
 

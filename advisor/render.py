@@ -212,7 +212,7 @@ def _ranges(ranks: list[int]) -> str:
     return text + (" ..." if len(parts) > 40 else "")
 
 
-_SHOW_FACTS = ["framework", "framework_version", "torch_version", "nccl_version", "phase", "op_type", "timeout_ms",
+_SHOW_FACTS = ["framework", "framework_version", "torch_version", "nccl_version", "transformers_version", "trl_version", "phase", "op_type", "timeout_ms",
                "seq_num", "world_size", "nodes", "gpus_per_node", "model_size_b", "first_failure", "user_exception",
                "heartbeat_timeout_s", "store_timeout_s", "rendezvous_host", "exit_code", "signal", "slowdown"]
 
@@ -345,7 +345,9 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
                 if k in shown:
                     src = d.fact_sources.get(k)
                     where = f" (line {src.line})" if src and src.line else f" ({src.origin})" if src and src.origin != "log" else ""
-                    out.append(f"  {k} = {shown[k]}{s.dim(where)}")
+                    if src and src.origin == "inferred" and src.detail:
+                        where = f" ({src.detail})"
+                    out.append(f"  {k} = {fact_text(shown[k])}{s.dim(where)}")
             out.append("")
     if fix.references:
         out.append(s.bold("References"))

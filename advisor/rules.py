@@ -47,10 +47,7 @@ def condition_holds(name: str, value: Any, cond: Any) -> bool | None:
     if value is None:
         return None
     if spec is not None and spec.kind == "version" and isinstance(cond, str) and cond[:1] in "<>=!~":
-        if isinstance(value, (list, tuple)):  # the releases a traceback's frames fit (advisor.frames)
-            held = {version_matches(str(v), cond) for v in value}
-            return held.pop() if len(held) == 1 else None
-        return version_matches(str(value), cond)
+        return version_matches(value if isinstance(value, (list, tuple)) else str(value), cond)
     if isinstance(value, list):
         wanted = cond if isinstance(cond, list) else [cond]
         return any(_same(v, w) for v in value for w in wanted)

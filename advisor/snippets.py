@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.models import Snippet
+from advisor.models import Snippet, fact_text
 from advisor.versions import version_matches
 
 KNOBS: dict[str, str] = {
@@ -83,9 +83,9 @@ def env_name(name: str, torch_version: str | None) -> tuple[str | None, str | No
     """The variable to export for this torch version, and a note when the name differs."""
     if torch_version and version_matches(torch_version, "<2.2"):
         if name in OLD_ENV_NAMES:
-            return OLD_ENV_NAMES[name], f"torch {torch_version} reads the pre-2.2 name {OLD_ENV_NAMES[name]}"
+            return OLD_ENV_NAMES[name], f"torch {fact_text(torch_version)} reads the pre-2.2 name {OLD_ENV_NAMES[name]}"
         if name in NEW_IN_22:
-            return None, f"{name} does not exist before torch 2.2 (you have {torch_version}); upgrade torch to use it"
+            return None, f"{name} does not exist before torch 2.2 (you have {fact_text(torch_version)}); upgrade torch to use it"
     if torch_version and version_matches(torch_version, ">=2.8") and name in FR_ALIASES_28:
         return FR_ALIASES_28[name], f"torch >= 2.8 also reads {FR_ALIASES_28[name]}, the newer name of {name}"
     return name, None

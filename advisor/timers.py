@@ -79,10 +79,7 @@ class Context:
             version = self.version(package)
         if not version:
             return None
-        if isinstance(version, list):  # every release in the range must agree, else unknown
-            held = {version_matches(str(v), spec) for v in version}
-            return held.pop() if len(held) == 1 else None
-        return version_matches(str(version), spec)
+        return version_matches(version if isinstance(version, list) else str(version), spec)
 
 
 # --- which clock fired --------------------------------------------------------------------------
@@ -246,8 +243,10 @@ def _torch_note(ctx: Context) -> str:
     fact = ctx.facts.values.get("torch_version")
     if fact is None or not fact.value:
         return ""
-    how = " (inferred from the message wording)" if fact.origin == "inferred" else ""
-    return f"; you have torch {fact.value}{how}"
+    how = ""
+    if fact.origin == "inferred":
+        how = " (inferred from traceback frames)" if isinstance(fact.value, list) else " (inferred from the message wording)"
+    return f"; you have torch {fact_text(fact.value)}{how}"
 
 
 def _torch_default_text(kb, ctx: Context, backend: str, seconds: float | None = None) -> tuple[str, list[float]]:

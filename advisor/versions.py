@@ -47,13 +47,18 @@ def parse_specifier(spec: str) -> "SpecifierSet":
         raise ValueError(f"not a version specifier: {spec!r} ({exc})") from None
 
 
-def version_matches(version: str | None, spec: str) -> bool | None:
+def version_matches(version: "str | list[str] | None", spec: str) -> bool | None:
     """True/False when the version is readable, None when it is unknown.
 
     PEP 440 ordering applies, pre-releases included: `1.4.0.dev0` is below `1.4.0` but `<1.4.0`
     excludes it, so a range meant to cover the development builds before a fix ends in `<=1.4.0.dev0`
     or names the release that shipped the fix with `<`.
+    A list is the releases a traceback's frames fit (advisor.frames): True or False only when every
+    one of them agrees, else unknown.
     """
+    if isinstance(version, (list, tuple)):
+        held = {version_matches(v, spec) for v in version}
+        return held.pop() if len(held) == 1 else None
     parsed = parse_version(version)
     if parsed is None:
         return None

@@ -167,3 +167,26 @@ def test_the_miner_reads_spans_and_writes_ranges():
     source = "def a():\n    pass\n\nclass K:\n    def a(self):\n        def inner():\n            return 1\n        return inner\n"
     assert miner.spans(source) == {"a": [(1, 2), (5, 8)], "inner": [(6, 7)]}
     assert miner._ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+def test_recorded_logs_are_dated_to_the_torch_that_printed_them(kb):
+    """Every recorded run went through torch.distributed: its frames must keep the torch it ran."""
+    manifest = yaml.safe_load((ROOT / "kb" / "recorded" / "manifest.yaml").read_text())
+    printed = manifest["recorded_with"]["torch"].split("+")[0]
+    dated = 0
+    for run_ in manifest["runs"]:
+        fact = read_log(kb, (ROOT / "kb" / "recorded" / run_["log"]).read_text(errors="replace")).facts.values.get("torch_version")
+        if fact is not None and fact.origin == "inferred" and isinstance(fact.value, list):
+            assert printed in fact.value, (run_["id"], fact.value)
+            dated += 1
+    assert dated >= 50
+
+
+def test_a_torch_range_drives_the_version_dependent_advice():
+    """A range reads as unknown where its releases disagree, and decides where they agree."""
+    from advisor.tuning import default_heartbeat_s
+    from advisor.versions import version_matches
+
+    assert version_matches(["2.4.0", "2.4.1"], "<2.5") is True
+    assert version_matches(["2.4.1", "2.5.0"], ">=2.5") is None
+    assert default_heartbeat_s(["2.6.0", "2.7.0"]) == default_heartbeat_s("2.6.0")

@@ -34,6 +34,16 @@ OUT = ROOT / "kb" / "frames"
 # and where the KB's version-gated causes live; a file absent from a release is skipped for it.
 PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "transformers": (("transformers/trainer.py", "transformers/trainer_pt_utils.py", "transformers/modeling_utils.py"), "4.20.0"),
+    "torch": (("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py", "torch/distributed/rendezvous.py",
+               "torch/distributed/run.py", "torch/distributed/launcher/api.py",
+               "torch/distributed/elastic/agent/server/api.py", "torch/distributed/elastic/agent/server/local_elastic_agent.py",
+               "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py",
+               "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
+               "torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py", "torch/distributed/elastic/utils/store.py",
+               "torch/distributed/elastic/multiprocessing/api.py", "torch/distributed/elastic/multiprocessing/errors/__init__.py",
+               "torch/nn/parallel/distributed.py", "torch/distributed/fsdp/fully_sharded_data_parallel.py",
+               "torch/distributed/fsdp/_runtime_utils.py", "torch/multiprocessing/spawn.py", "torch/utils/data/dataloader.py",
+               "torch/autograd/__init__.py", "torch/autograd/graph.py", "torch/_tensor.py"), "1.13.0"),
     "trl": (("trl/trainer/sft_trainer.py", "trl/trainer/grpo_trainer.py", "trl/trainer/dpo_trainer.py",
              "trl/trainer/orpo_trainer.py", "trl/trainer/cpo_trainer.py", "trl/trainer/utils.py",
              "trl/extras/vllm_client.py"), "0.7.0"),
@@ -62,14 +72,17 @@ def spans(source: str) -> dict[str, list[tuple[int, int]]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def read_release(package: str, version: str, files: tuple[str, ...], cache: Path) -> dict[str, dict[str, list[tuple[int, int]]]]:
-    """The function spans of `files` in one release (cached as JSON)."""
+def read_release(package: str, version: str, files: tuple[str, ...], cache: Path) -> dict[str, dict[str, list[tuple[int, int]]]] | None:
+    """The function spans of `files` in one release (cached as JSON); None when it has no wheel here."""
     cached = cache / package / f"{version}.json"
     if cached.exists():
         return {f: {k: [tuple(s) for s in v] for k, v in d.items()} for f, d in json.loads(cached.read_text()).items()}
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp,
-                        f"{package}=={version}"], check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp,
+                               f"{package}=={version}"], capture_output=True, text=True)
+        if done.returncode != 0:  # no wheel for this interpreter/platform: the release is left out, and said so
+            print(f"skipped {package} {version}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            return None
         wheel = next(Path(tmp).glob("*.whl"))
         result: dict[str, dict[str, list[tuple[int, int]]]] = {}
         with zipfile.ZipFile(wheel) as zf:
@@ -99,7 +112,9 @@ def build(package: str, cache: Path, jobs: int = 8) -> dict:
     files, oldest = PACKAGES[package]
     versions = releases(package, oldest)
     with cf.ThreadPoolExecutor(jobs) as pool:
-        per_version = list(pool.map(lambda v: read_release(package, v, files, cache), versions))
+        read = list(pool.map(lambda v: read_release(package, v, files, cache), versions))
+    versions = [v for v, r in zip(versions, read) if r is not None]
+    per_version = [r for r in read if r is not None]
     table: dict[str, dict[str, dict[str, list[int]]]] = {}
     for index, found in enumerate(per_version):
         for f, funcs in found.items():
