@@ -262,6 +262,14 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
     if not real_strong:
         # nothing real stands out: the harmless lines explain what the user saw
         out.sort(key=lambda c: (not c.benign, -c.score))
+    elif not any(c.evidence["lines"] or c.evidence["symptoms"] for c in out if not c.benign):
+        # the real causes stand on facts alone (a quiet log read as a hang) while the lines the log
+        # does print are harmless: the same log is a hang or a healthy run with noisy warnings, so
+        # the harmless reading comes right after the leading one, not below every guess
+        harmless = next((c for c in out if c.benign and c.evidence["lines"]), None)
+        if harmless is not None:
+            out.remove(harmless)
+            out.insert(1, harmless)
     return out, {c.id: raw for raw, c, _ in real}
 
 

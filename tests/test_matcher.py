@@ -33,6 +33,34 @@ def test_harmless_line_alone_is_reported_as_harmless(kb):
     assert "harmless" in d.headline.lower()
 
 
+# an nccl-tests run that printed its header and NCCL's start-up lines, then nothing: the same text
+# is a hang in the first collective or a healthy run whose user asks about the warnings
+QUIET_NCCL_TESTS = """# nThread 1 nGpus 4 minBytes 8 maxBytes 268435456 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#   Rank  0 Pid  4711 on gpu-box device  0 [0x02] GeForce GTX 1080 Ti
+#   Rank  1 Pid  4711 on gpu-box device  1 [0x03] GeForce GTX 1080 Ti
+gpu-box:4711:4711 [0] NCCL INFO Bootstrap : Using [0]eth0:10.0.0.5<0>
+gpu-box:4711:4711 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so).
+gpu-box:4711:4711 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+gpu-box:4711:4711 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.5<0>
+NCCL version 2.4.8+cuda10.0
+gpu-box:4711:4711 [1] NCCL INFO nranks 2
+"""
+
+
+def test_a_quiet_log_lists_its_harmless_lines_right_after_the_lead(kb):
+    d = run(kb, QUIET_NCCL_TESTS)
+    assert not d.causes[0].benign and d.status != "diagnosed"
+    assert d.causes[1].benign and d.causes[1].code == "benign-warning"
+
+
+def test_harmless_lines_stay_last_beside_a_printed_failure(kb):
+    d = run(kb, QUIET_NCCL_TESTS + TIMEOUT)
+    real = [c for c in d.causes if not c.benign]
+    assert d.causes[: len(real)] == real
+
+
 def test_nothing_recognised_says_so_and_suggests_diagnostics(kb):
     d = run(kb, "epoch 3 finished\nall good\n")
     assert d.status == "no-match"
