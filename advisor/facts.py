@@ -94,6 +94,8 @@ _SPECS = [
     FactSpec("waiting_ops", "dict", "per rank: the torch.distributed call its traceback was waiting in (all_reduce, all_gather, barrier, ...)"),
     FactSpec("duplicate_ranks", "list", "global ranks announced by more than one process (two nodes computed the same ranks)"),
     FactSpec("awaited_rank", "int", "the rank whose key the store waited for (the last number of a `keys: .../N` store key)"),
+    FactSpec("launched_on_one_node_only", "bool", "the launcher ran the job on this machine alone (DeepSpeed found no hostfile): "
+             "on a multi-node job the other nodes are not part of the world"),
     FactSpec("rank_outside_world", "bool", "a rank id at or beyond the world size was used or awaited"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
