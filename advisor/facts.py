@@ -67,6 +67,8 @@ _SPECS = [
     FactSpec("heartbeat_timeout_s", "int", "heartbeat-monitor timeout printed in the kill message"),
     FactSpec("store_timeout_s", "int", "TCPStore / socket / rendezvous timeout printed in the message"),
     FactSpec("rendezvous_host", "str", "master / rendezvous address the ranks connect to"),
+    FactSpec("loopback_transport", "bool", "a rank's gloo or NCCL transport address is a loopback one (127.x, ::1, lo): "
+             "ranks on other machines cannot reach it"),
     FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
     FactSpec("clients_joined", "int", "ranks that joined the store before it timed out"),
     FactSpec("first_failure", "str", "kind of the earliest failure (cascade excluded)",
@@ -286,6 +288,11 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("nproc", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node[=:] ?|NPROC_PER_NODE=|\bdevices[=:] ?|\bgpus[=:] ?|\bnGpus )(?P<n>\d+)\b"),
     FactProbe("nccl-host", r"(?m)^(?:\[(?:rank|default)\d+\]:)?(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL (?:INFO|WARN)|[\w/.]+:\d+ NCCL WARN)", ignore_case=False),
     FactProbe("nccl-test-rank", r"Rank +(?P<rank>\d+) (?:Group +\d+ )?(?:Pid +\d+ )?on +(?P<host>[\w.-]+) device +(?P<dev>\d+)"),
+    # a rank's transport address is loopback: gloo's connect errors name the remote and local
+    # addresses (gloo/transport/tcp: "SO_ERROR: Connection refused, remote=[127.0.0.1]:port",
+    # "(rank=8, size=16, local=[127.0.0.1])"), NCCL names the interface it uses ("Using [0]lo:127.0.0.1")
+    FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
+    FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
     FactProbe("clients-joined", r"(?P<joined>\d+)/(?P<world>\d+) clients joined"),
@@ -662,6 +669,14 @@ class FactCollector:
             devs = self.hosts.setdefault(host, set())
             if len(devs) < 64:
                 devs.add(dev)
+
+    def _on_loopback_transport(self, hit: LineHit) -> None:
+        if "loopback_transport" not in self.values:
+            self._set("loopback_transport", True, hit)
+
+    def _on_gloo_connect_world(self, hit: LineHit) -> None:
+        if "world_size" not in self.values:
+            self._set_world(hit)
 
     def _on_connect_target(self, hit: LineHit) -> None:
         host = next((hit.group(g) for g in ("h1", "h2", "h3", "h4", "h5", "h6") if hit.group(g)), None)

@@ -80,6 +80,7 @@ def _outcome(d, accept: set[str], label: str) -> dict:
     codes = [c.code for c in d.causes]
     return {
         "top": codes[:3],
+        "score": round(d.causes[0].score, 3) if d.causes else None,  # the lead's confidence: calibration
         "status": d.status,
         "top1": bool(codes) and codes[0] in accept,
         "top3": any(c in accept for c in codes[:3]),

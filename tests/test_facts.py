@@ -174,3 +174,17 @@ def test_several_step_dicts_without_a_bar_are_past_the_first_step(kb):
     line = "{'loss': 1.2, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
     assert facts(kb, "***** Running training *****\n" + line + watchdog(1, 900))["phase"] == "first-step"
     assert facts(kb, "***** Running training *****\n" + line * 3 + watchdog(1, 900))["phase"] == "train"
+
+
+def test_a_loopback_transport_address_and_gloo_world(kb):
+    gloo = ("RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152]\n"
+            "  timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:41233\n"
+            "  (rank=8, size=16, local=[127.0.0.1])\n")
+    f = facts(kb, gloo)
+    assert f["loopback_transport"] is True and f["world_size"] == 16
+    nccl = "gpu7:81:81 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>\n"
+    assert facts(kb, nccl)["loopback_transport"] is True
+    routable = ("timed out connecting: SO_ERROR: Connection refused, remote=[10.4.0.17]:41233\n"
+                "gpu7:81:81 [0] NCCL INFO NET/Socket : Using [0]eth0:10.4.0.7<0>\n"
+                "[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:38211\n")
+    assert "loopback_transport" not in facts(kb, routable)
