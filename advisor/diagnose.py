@@ -92,7 +92,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
     _world_from_answers(facts)
     causes, raw_scores = rank_causes(kb, reading.signatures, facts, fuzzy_scores(kb, reading.prose))
     top_real = next((c for c in causes if not c.benign), None)
-    status = _status(causes, top_real)
+    status = _status(causes, top_real, facts)
     if status == "diagnosed" and kb.causes[top_real.id].needs_wait and not wait_seen(facts, bool(request.description)):
         status = "uncertain"  # a straggler story with no one seen waiting: likely, not established
     undecided = unknown_answer_could_flip(kb, causes, top_real, facts, answered) if status == "diagnosed" else None
@@ -242,14 +242,25 @@ CLEAR_LEAD = 3.0
 """a confident verdict also needs the cause this many times likelier than the best rival of another code."""
 
 
-def is_specific(cause, rival=None) -> bool:
+def is_specific(cause, rival=None, answered_phase: bool = False) -> bool:
     """Whether a cause rests on evidence of its own rather than on symptoms it shares with its rival
-    (advisor.matcher.stands_alone), with something behind it in the log, a description or dumps."""
+    (advisor.matcher.stands_alone), with something behind it in the log, a description or dumps.
+
+    A phase the user answered says roughly when the job failed, not why: a save, an evaluation or a
+    data pass is where a straggler, a rank-conditional collective and uneven shards all show. It
+    ranks the causes but is not, alone, specific evidence for one of them. A phase the log shows
+    (its own lines right before the failure) is."""
     lines = cause.evidence.get("lines", [])
     if not (lines or cause.evidence.get("symptoms") or _from_dumps(cause)):
         return False
     theirs = {f["fact"]: f["weight"] for f in (rival.evidence.get("facts", []) if rival is not None else [])}
-    return stands_alone([e["weight"] for e in lines], [(f["fact"], f["weight"]) for f in cause.evidence.get("facts", [])], theirs)
+    own = [(f["fact"], f["weight"]) for f in cause.evidence.get("facts", []) if not (answered_phase and f["fact"] == "phase")]
+    return stands_alone([e["weight"] for e in lines], own, theirs)
+
+
+def _answered_phase(facts: Facts | None) -> bool:
+    phase = facts.values.get("phase") if facts is not None else None
+    return phase is not None and phase.origin == "answer"
 
 
 def _peer_finished(facts) -> None:
@@ -291,7 +302,7 @@ def wait_seen(facts, described: bool) -> bool:
                 or facts.get("fr_stragglers") or facts.get("fr_missing_culprits") or facts.known("timeout_ms"))
 
 
-def confident(causes, top_real) -> bool:
+def confident(causes, top_real, facts: Facts | None = None) -> bool:
     """A verdict that may be stated as the diagnosis (exit 0): likely, specific, confirmed, clear, and
     seen in the log (a description alone is at most "uncertain")."""
     if top_real is None or top_real.score < DIAGNOSED or top_real.unconfirmed or top_real.basis != "evidence":
@@ -301,7 +312,7 @@ def confident(causes, top_real) -> bool:
     rival = max((c for c in causes if not c.benign and c.code != top_real.code), key=lambda c: c.score, default=None)
     if rival is not None and top_real.score < CLEAR_LEAD * rival.score:
         return False
-    return is_specific(top_real, rival)
+    return is_specific(top_real, rival, _answered_phase(facts))
 
 
 def unknown_answer_could_flip(kb, causes, top_real, facts: Facts, answered: set[str]) -> tuple[list[str], str] | None:
@@ -343,9 +354,9 @@ def _undecided_notice(undecided: tuple[list[str], str] | None) -> list[Notice]:
 LIKELY = 0.35  # an uncertain lead below this is headed "Possibly", not "Likely"
 
 
-def _status(causes, top_real) -> str:
+def _status(causes, top_real, facts: Facts | None = None) -> str:
     """Harmless lines alone are no diagnosis: they say the failure is elsewhere, so "no-match"."""
-    if confident(causes, top_real):
+    if confident(causes, top_real, facts):
         return "diagnosed"
     if top_real is not None and top_real.score >= LEANING:
         runner_up = next((c.score for c in causes if not c.benign and c is not top_real), 0.0)

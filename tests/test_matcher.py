@@ -232,3 +232,21 @@ def test_one_line_one_vote_is_the_stronger_vote(kb):
     cause = next(c for c in diagnose(DiagnoseRequest(log=line)).causes if c.id == "ib-rdma-fault")
     assert [e["signature"] for e in cause.evidence["lines"]] == ["wc-status-name"]  # counted once
     assert cause.raw_score == catalogued + kb.causes["ib-rdma-fault"].prior
+
+
+SAVE_TIMEOUT = ("[rank3]:[E217 14:55:02.441920337 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=38, OpType=_ALLGATHER_BASE, NumelIn=9510912, NumelOut=38043648, Timeout(ms)=1800000) "
+                "ran for 1800033 milliseconds before timing out.")
+
+
+def test_an_answered_phase_ranks_but_does_not_decide(kb):
+    """The user's phase says when, not why (a straggler, a rank-conditional save and uneven shards
+    all show in a save or an evaluation): ranked first, stated as likely, never the verdict alone."""
+    d = run(kb, SAVE_TIMEOUT, phase="save")
+    assert d.causes[0].code == "checkpoint-save-straggler" and d.status == "uncertain"
+
+
+def test_a_phase_the_log_shows_is_evidence(kb):
+    """The Trainer's own save line right before the timeout: the log shows the save never ended."""
+    d = run(kb, "[INFO|trainer.py:3984] 2025-01-10 12:00:01,123 >> Saving model checkpoint to /ckpt/checkpoint-500\n" + SAVE_TIMEOUT)
+    assert d.causes[0].code == "checkpoint-save-straggler" and d.status == "diagnosed"
