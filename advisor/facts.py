@@ -292,6 +292,8 @@ FACT_PROBES: list[FactProbe] = [
     # addresses (gloo/transport/tcp: "SO_ERROR: Connection refused, remote=[127.0.0.1]:port",
     # "(rank=8, size=16, local=[127.0.0.1])"), NCCL names the interface it uses ("Using [0]lo:127.0.0.1")
     FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
+    # NCCL prints the source line of each warning: the lines date the NCCL build (advisor.frames)
+    FactProbe("nccl-warn-site", r"\] (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) NCCL WARN", ignore_case=False),
     FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
@@ -471,6 +473,7 @@ class FactCollector:
     training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
     package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
+    nccl_sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's WARN lines
 
     # -- listener --
     def on_hit(self, hit: LineHit) -> None:
@@ -669,6 +672,12 @@ class FactCollector:
             devs = self.hosts.setdefault(host, set())
             if len(devs) < 64:
                 devs.add(dev)
+
+    def _on_nccl_warn_site(self, hit: LineHit) -> None:
+        line = _int(hit.group("line"))
+        site = (hit.group("file") or "", line)
+        if line is not None and site not in self.nccl_sites and len(self.nccl_sites) < 64:
+            self.nccl_sites.append(site)
 
     def _on_loopback_transport(self, hit: LineHit) -> None:
         if "loopback_transport" not in self.values:
@@ -921,8 +930,12 @@ class FactCollector:
     def _finalize_frame_versions(self, put, out) -> None:
         """A package's version from its traceback frames: the releases that fit (a list, oldest
         first), when the log did not print the version itself."""
-        from advisor.frames import version_range
+        from advisor.frames import nccl_version_range, version_range
 
+        if self.nccl_sites and "nccl_version" not in out:
+            found = nccl_version_range(self.nccl_sites)
+            if found is not None:
+                put("nccl_version", list(found.versions), None, None, origin="inferred", detail=found.describe())
         for package, frames in self.package_frames.items():
             name = f"{package}_version"
             if name not in FACTS or name in out:

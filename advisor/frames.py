@@ -95,8 +95,11 @@ class VersionRange:
 
     def describe(self) -> str:
         span = self.versions[0] if len(self.versions) == 1 else f"{self.versions[0]} .. {self.versions[-1]}"
-        where = "; ".join(f"{f.file.rsplit('/', 1)[-1]} line {f.line} in {f.func}" for f in self.frames[:3])
         newer = " (or a release newer than the table)" if self.versions[-1] == self.newest_mined else ""
+        if self.package == "nccl":
+            where = "; ".join(f"{f.file}:{f.line}" for f in self.frames[:3])
+            return f"the lines NCCL's warnings were printed from ({where}) fit NCCL {span}{newer} only"
+        where = "; ".join(f"{f.file.rsplit('/', 1)[-1]} line {f.line} in {f.func}" for f in self.frames[:3])
         return f"traceback frames ({where}) fit {self.package} {span}{newer} only"
 
 
@@ -120,6 +123,38 @@ def version_range(frames: list[Frame]) -> VersionRange | None:
         if this & fit != fit:
             used.append(frame)
         fit &= this
-    if len(fit) == len(versions) or not used:
+    return _range(frames[0].package, versions, fit, used)
+
+
+def _range(package: str, versions: list[str], fit: set[int], used: list[Frame]) -> VersionRange | None:
+    """The fitting releases, unless they say nothing (all of them) or the oldest mined one fits:
+    releases older than the table may fit too, and a too-old install would read as a newer one."""
+    if len(fit) == len(versions) or not used or 0 in fit:
         return None
-    return VersionRange(frames[0].package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])
+    return VersionRange(package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])
+
+
+def nccl_version_range(sites: list[tuple[str, int]]) -> VersionRange | None:
+    """The NCCL releases whose sources have a WARN call at every printed `file.cc:line` (kb/frames/nccl.json).
+    A file NCCL does not have (a network plugin's own) is skipped; a known file whose line holds no
+    WARN in any release (a patched or unmined build) dates nothing."""
+    table = _table("nccl")
+    if table is None or not sites:
+        return None
+    versions: list[str] = table["versions"]
+    fit = set(range(len(versions)))
+    used: list[Frame] = []
+    for path, line in sites:
+        known = table["sites"].get(path)
+        if known is None:
+            continue
+        ranges = known.get(str(line))
+        if ranges is None:
+            return None
+        this = _indices(ranges)
+        if not this & fit:
+            return None
+        if this & fit != fit:
+            used.append(Frame("nccl", path, line, "WARN"))
+        fit &= this
+    return _range("nccl", versions, fit, used)

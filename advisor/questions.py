@@ -81,15 +81,23 @@ def information_gain(kb, question: schema.Question, raw: dict[str, float], facts
     return max(h0 - expected, 0.0)
 
 
-def _asked_already(question: schema.Question, facts: Facts, answered: set[str]) -> bool:
-    known = facts.known(question.fact) and not _release_range(facts.get(question.fact))
+def _asked_already(question: schema.Question, facts: Facts, answered: set[str], kb=None) -> bool:
+    known = facts.known(question.fact) and not _range_undecided(kb, question.fact, facts.get(question.fact))
     return question.id in answered or known or not _makes_sense(question, facts)
 
 
-def _release_range(value) -> bool:
-    """Several releases that a traceback's frames fit (advisor.frames): the version is still worth
-    asking where the range straddles a bound; the conditions themselves say where it does not."""
-    return isinstance(value, list) and len(value) > 1
+def _range_undecided(kb, name: str, value) -> bool:
+    """Several releases that traceback frames or NCCL's warning lines fit (advisor.frames): the
+    version is still worth asking where the range straddles a bound some cause's condition draws."""
+    if not (isinstance(value, list) and len(value) > 1) or kb is None:
+        return False
+    from advisor.rules import condition_holds
+
+    for cause in kb.causes.values():
+        conds = [cause.requires.get(name)] + [r.when.get(name) for r in cause.rules]
+        if any(c is not None and condition_holds(name, value, c) is None for c in conds):
+            return True
+    return False
 
 
 def _makes_sense(question: schema.Question, facts: Facts) -> bool:
@@ -109,7 +117,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     # belief over the causes with any standing (the long tail adds noise, not information)
     shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
     for question in kb.questions.values():
-        if _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
+        if _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
             continue
         if not clear:
             gain = information_gain(kb, question, shortlist, facts)
@@ -118,7 +126,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     if top is not None and top.score >= 0.3:
         for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts), **_requirement_needs(kb, top)}.items():
             question = kb.questions.get(qid)
-            if question is None or _asked_already(question, facts, answered) or _package_not_in_use(kb, question, facts):
+            if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
                 continue
             value = 0.1 + 0.3 * top.score
             existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
@@ -129,7 +137,7 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
                 scored.append((value, question, reason))
     for qid, reason in _world_needs(facts).items():
         question = kb.questions.get(qid)
-        if question is None or _asked_already(question, facts, answered):
+        if question is None or _asked_already(question, facts, answered, kb):
             continue
         existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
         if existing is None:
