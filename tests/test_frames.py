@@ -139,16 +139,17 @@ def test_every_release_fits_frames_it_could_print(package):
         assert found is None or version in found.versions, (version, found)
 
 
-def test_recorded_hf_logs_are_dated_to_the_release_that_printed_them(kb):
-    """Logs printed by the real Trainer (repro/, transformers as in the manifest) fit their release."""
+@pytest.mark.parametrize("package, marker", [("transformers", "/transformers/trainer.py"), ("accelerate", "/accelerate/accelerator.py")])
+def test_recorded_hf_logs_are_dated_to_the_release_that_printed_them(kb, package, marker):
+    """Logs printed by the real Trainer and accelerate (repro/, versions as in the manifest) fit their release."""
     manifest = yaml.safe_load((ROOT / "kb" / "recorded" / "manifest.yaml").read_text())
-    printed = manifest["recorded_with"]["transformers"]
+    printed = manifest["recorded_with"][package]
     dated = 0
     for run_ in manifest["runs"]:
         text = (ROOT / "kb" / "recorded" / run_["log"]).read_text(errors="replace")
-        if "/transformers/trainer.py" not in text:
+        if marker not in text:
             continue
-        fact = read_log(kb, text).facts.values.get("transformers_version")
+        fact = read_log(kb, text).facts.values.get(f"{package}_version")
         assert fact is not None and printed in fact.value, (run_["id"], fact)
         dated += 1
     assert dated >= 5

@@ -44,6 +44,8 @@ PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
                "torch/nn/parallel/distributed.py", "torch/distributed/fsdp/fully_sharded_data_parallel.py",
                "torch/distributed/fsdp/_runtime_utils.py", "torch/multiprocessing/spawn.py", "torch/utils/data/dataloader.py",
                "torch/autograd/__init__.py", "torch/autograd/graph.py", "torch/_tensor.py"), "1.13.0"),
+    "accelerate": (("accelerate/accelerator.py", "accelerate/state.py", "accelerate/data_loader.py",
+                    "accelerate/utils/operations.py", "accelerate/utils/other.py", "accelerate/commands/launch.py"), "0.20.0"),
     "trl": (("trl/trainer/sft_trainer.py", "trl/trainer/grpo_trainer.py", "trl/trainer/dpo_trainer.py",
              "trl/trainer/orpo_trainer.py", "trl/trainer/cpo_trainer.py", "trl/trainer/utils.py",
              "trl/extras/vllm_client.py"), "0.7.0"),
