@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from advisor.answers import apply_answers
-from advisor.facts import FactCollector
+from advisor.facts import FactCollector, captured_value
 from advisor.inputs import shown
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
@@ -58,7 +58,7 @@ def read_log(
     stats = scan(iter_blocks(source, on_progress=on_progress, count_lines=False), kb.probe_table, [signatures, collector])
     facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)
     for fact, (value, line, text) in signatures.captured.items():
-        value = _captured(fact, value)
+        value = captured_value(fact, value)
         if fact not in facts.values and value is not None:
             facts.values[fact] = FactValue(value=value, line=line, text=text)
     for fact, (value, line, text) in signatures.established.items():
@@ -201,39 +201,6 @@ def _read_description(kb: KnowledgeBase, text: str, signatures: SignatureCollect
     if collector.phase_now and not facts.known("phase"):
         phase, _, text_line = collector.phase_now
         facts.values["phase"] = FactValue(value=phase, origin="answer", line=0, text=text_line[:300], detail="from the description")
-
-
-def _captured(fact: str, value: str):
-    """A value a KB pattern captured, held to what its fact can be: a version no longer than a
-    version, a number no longer than a number, a known value of a closed set."""
-    from advisor.facts import FACTS, _version
-
-    spec = FACTS.get(fact)
-    if spec is not None and spec.kind == "version":
-        return _version(value.strip())
-    coerced = _coerce(value)
-    if spec is not None and spec.kind in ("int", "float") and not isinstance(coerced, (int, float)):
-        return None
-    if spec is not None and spec.domain and str(coerced) not in spec.domain:
-        return None
-    return coerced
-
-
-def _coerce(value: str):
-    """A captured value as a number when it is one; None for a number too long to be real (a
-    hostile `stuck for 999...9 seconds`: int() refuses over 4300 digits, float() gives infinity)."""
-    from advisor.facts import MAX_DIGITS, _float
-
-    text = value.strip()
-    body = text.lstrip("+-")
-    if len(body) > MAX_DIGITS and body.replace(".", "", 1).isdigit():
-        return None
-    try:
-        number = int(text)
-    except ValueError:
-        number = _float(text)  # None for nan, inf and anything long
-        return value if number is None else number
-    return number if abs(number) < 10**MAX_DIGITS else None
 
 
 LEANING = 0.15  # below this probability a cause is not named

@@ -297,7 +297,6 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
-    FactProbe("clients-joined", r"(?P<joined>\d+)/(?P<world>\d+) clients joined"),
     FactProbe("exception-line", r"(?m)^(?:\[(?:rank|default)\d+\]:)? ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
     FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
     FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+), in (?P<func>[\w<>.]+)', ignore_case=False),
@@ -437,6 +436,36 @@ class _RankReport:
     timed_out: bool = False  # this rank's own collective timed out (it was waiting, not busy elsewhere)
 
 
+def captured_value(fact: str, value: str):
+    """A value a KB pattern captured, held to what its fact can be: a version no longer than a
+    version, a number no longer than a number, a known value of a closed set."""
+    spec = FACTS.get(fact)
+    if spec is not None and spec.kind == "version":
+        return _version(value.strip())
+    coerced = _coerce(value)
+    if spec is not None and spec.kind in ("int", "float") and not isinstance(coerced, (int, float)):
+        return None
+    if spec is not None and spec.domain and str(coerced) not in spec.domain:
+        return None
+    return coerced
+
+
+def _coerce(value: str):
+    """A captured value as a number when it is one; None for a number too long to be real (a
+    hostile `stuck for 999...9 seconds`: int() refuses over 4300 digits, float() gives infinity)."""
+    text = value.strip()
+    body = text.lstrip("+-")
+    if len(body) > MAX_DIGITS and body.replace(".", "", 1).isdigit():
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        number = _float(text)  # None for nan, inf and anything long
+        return value if number is None else number
+    return number if abs(number) < 10**MAX_DIGITS else None
+
+
+
 @dataclass
 class FactCollector:
     """Accumulates facts from scanner hits in bounded memory."""
@@ -507,6 +536,17 @@ class FactCollector:
             self.first_timeout_line = event.line
 
     # -- helpers --
+    def capture(self, name: str, raw: str, hit: LineHit) -> None:
+        """A fact a catalogue message or a cause signature captured: set while the log is read, so
+        what finalize() reasons with (the world size against the ranks seen) includes it."""
+        value = captured_value(name, raw)
+        if value is not None:
+            self._set(name, value, hit)
+
+    def establish(self, name: str, value: Any, hit: LineHit) -> None:
+        """A fact a catalogue message sets by being printed at all (its `sets`)."""
+        self._set(name, value, hit, detail="what this message means")
+
     def _set(self, name: str, value: Any, hit: LineHit | None, *, overwrite: bool = False, origin: str = "log", detail: str | None = None) -> None:
         if name in self.values and not overwrite:
             return
@@ -705,12 +745,6 @@ class FactCollector:
         seconds = _int(s) if s else (_int(ms) // 1000 if _int(ms) is not None else None)
         if seconds is not None and "collective operation" not in near_hit(hit):
             self._set("store_timeout_s", seconds, hit)
-
-    def _on_clients_joined(self, hit: LineHit) -> None:
-        joined = _int(hit.group("joined"))
-        if joined is not None:
-            self._set("clients_joined", joined, hit)
-        self._set_world(hit)
 
     def _on_traceback_start(self, hit: LineHit) -> None:
         if hit.rank in self.tracebacks or len(self.tracebacks) < 256:

@@ -99,6 +99,7 @@ class SignatureCollector:
                     value = hit.group(group)
                     if value is not None:
                         self.captured[fact] = (value, hit.line_no, hit_line(hit))
+                        self.facts.capture(fact, value, hit)
             event = event or sig.event
         if event and hit.probe.kind != "benign":
             self.facts.on_event(FailureEvent(
@@ -121,8 +122,11 @@ class SignatureCollector:
                 value = hit.group(group)
                 if value is not None:
                     self.captured[fact] = (value, hit.line_no, hit_line(hit))
+                    self.facts.capture(fact, value, hit)
         for fact, value in message.sets.items():
-            self.established.setdefault(fact, (value, hit.line_no, hit_line(hit)))
+            if fact not in self.established:
+                self.established[fact] = (value, hit.line_no, hit_line(hit))
+                self.facts.establish(fact, value, hit)
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
         """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""

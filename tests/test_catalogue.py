@@ -145,3 +145,19 @@ def test_a_wording_moved_from_a_cause_to_the_catalogue_still_counts_for_it(cause
 
     found = {c.id: c for c in diagnose(DiagnoseRequest(log=line, max_causes=50)).causes}
     assert cause in found and found[cause].evidence["lines"], (cause, line, list(found)[:5])
+
+
+def test_catalogue_captures_feed_what_the_reading_reasons_with(kb):
+    """The store's clients-joined message is read by its catalogue entry alone (its own probe in
+    advisor/facts.py is gone), and the world size it captures is there when the reading reasons
+    about ranks: the ranks the world holds that reported nothing are the silent ones."""
+    from advisor.diagnose import read_log
+    from advisor.facts import FACT_PROBES
+
+    assert "clients-joined" not in {p.id for p in FACT_PROBES}
+    log = ("[rank1]:[E217 14:55:02.441 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600033 milliseconds before timing out.\n"
+           "torch.distributed.DistStoreError: Timed out after 30 seconds waiting for clients. 2/4 clients joined.\n")
+    values = read_log(kb, log).facts.values
+    assert values["clients_joined"].value == 2 and values["world_size"].value == 4 and values["store_timeout_s"].value == 30
+    assert values["silent_ranks"].value == [0, 2, 3]

@@ -161,7 +161,7 @@ def test_a_question_that_presumes_a_lost_peer_waits_for_one(kb):
 
 
 def test_captured_values_are_held_to_their_fact():
-    from advisor.diagnose import _captured
+    from advisor.facts import captured_value as _captured
 
     assert _captured("nccl_version", "2.21.5") == "2.21.5"
     assert _captured("nccl_version", "2." + "9" * 5000) is None
