@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from advisor.answers import apply_answers
-from advisor.facts import FactCollector, captured_value
+from advisor.facts import FactCollector
 from advisor.inputs import shown
 from advisor.fixes import build_fix
 from advisor.knowledge import KnowledgeBase, load_kb
@@ -56,14 +56,7 @@ def read_log(
     collector = FactCollector()
     signatures = SignatureCollector(collector)
     stats = scan(iter_blocks(source, on_progress=on_progress, count_lines=False), kb.probe_table, [signatures, collector])
-    facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)
-    for fact, (value, line, text) in signatures.captured.items():
-        value = captured_value(fact, value)
-        if fact not in facts.values and value is not None:
-            facts.values[fact] = FactValue(value=value, line=line, text=text)
-    for fact, (value, line, text) in signatures.established.items():
-        if fact not in facts.values:
-            facts.values[fact] = FactValue(value=value, line=line, text=text, detail="what this message means")
+    facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)  # KB captures were collected during the scan
     prose = ""
     if isinstance(source, (str, bytes)) and len(source) <= PROSE_LIMIT:
         prose = source if isinstance(source, str) else source.decode("utf-8", "replace")

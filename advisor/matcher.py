@@ -60,10 +60,8 @@ class SignatureCollector:
         self.by_cause: dict[str, dict[str, _SigHits]] = defaultdict(dict)
         self.benign_lines: set[int] = set()
         self.notices: list[tuple[int, str, str]] = []  # line, text, cause id
-        self.captured: dict[str, tuple[str, int, str]] = {}
         self._stamped: tuple[int, tuple[int, int, int] | None] = (-1, None)  # (line, its timestamp)
         self.messages: dict[str, MessageHit] = {}  # catalogue message id -> where it was first seen
-        self.established: dict[str, tuple[object, int, str]] = {}  # fact -> (value, line, text) from messages' `sets`
 
     def on_hit(self, hit: LineHit) -> None:
         if hit.probe.kind not in ("signature", "benign", "message"):
@@ -95,11 +93,9 @@ class SignatureCollector:
                 else:
                     slot.lines[-1] = line
             for group, fact in sig.captures.items():
-                if fact not in self.captured:
-                    value = hit.group(group)
-                    if value is not None:
-                        self.captured[fact] = (value, hit.line_no, hit_line(hit))
-                        self.facts.capture(fact, value, hit)
+                value = hit.group(group)
+                if value is not None and fact not in self.facts.values:
+                    self.facts.capture(fact, value, hit)
             event = event or sig.event
         if event and hit.probe.kind != "benign":
             self.facts.on_event(FailureEvent(
@@ -118,15 +114,11 @@ class SignatureCollector:
         else:
             seen.count += 1
         for group, fact in message.captures.items():
-            if fact not in self.captured:
-                value = hit.group(group)
-                if value is not None:
-                    self.captured[fact] = (value, hit.line_no, hit_line(hit))
-                    self.facts.capture(fact, value, hit)
+            value = hit.group(group)
+            if value is not None and fact not in self.facts.values:
+                self.facts.capture(fact, value, hit)
         for fact, value in message.sets.items():
-            if fact not in self.established:
-                self.established[fact] = (value, hit.line_no, hit_line(hit))
-                self.facts.establish(fact, value, hit)
+            self.facts.establish(fact, value, hit)
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
         """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""

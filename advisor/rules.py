@@ -47,7 +47,7 @@ def condition_holds(name: str, value: Any, cond: Any) -> bool | None:
     if value is None:
         return None
     if spec is not None and spec.kind == "version" and isinstance(cond, str) and cond[:1] in "<>=!~":
-        return version_matches(value if isinstance(value, (list, tuple)) else str(value), cond)
+        return version_matches(value, cond)
     if isinstance(value, list):
         wanted = cond if isinstance(cond, list) else [cond]
         return any(_same(v, w) for v in value for w in wanted)

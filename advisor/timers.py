@@ -63,7 +63,7 @@ class Context:
         """A package's version: its own fact, or the framework version when it is the framework."""
         own = self.facts.get(f"{package.replace('-', '_')}_version")
         if own:
-            return own if isinstance(own, list) else str(own)  # a list: the releases traceback frames fit
+            return own  # a string, or the list of releases traceback frames fit
         if self.framework == package and self.facts.get("framework_version"):
             return str(self.facts.get("framework_version"))
         return None
@@ -77,9 +77,7 @@ class Context:
             version = self.get("nccl_version")
         else:
             version = self.version(package)
-        if not version:
-            return None
-        return version_matches(version if isinstance(version, list) else str(version), spec)
+        return version_matches(version, spec) if version else None
 
 
 # --- which clock fired --------------------------------------------------------------------------

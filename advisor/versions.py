@@ -59,7 +59,7 @@ def version_matches(version: "str | list[str] | None", spec: str) -> bool | None
     if isinstance(version, (list, tuple)):
         held = {version_matches(v, spec) for v in version}
         return held.pop() if len(held) == 1 else None
-    parsed = parse_version(version)
+    parsed = parse_version(None if version is None else str(version))
     if parsed is None:
         return None
     clauses = _plain_clauses(spec)

@@ -135,7 +135,7 @@ class SidePanel(VerticalScroll):
             if name in diagnosis.facts:
                 origin = diagnosis.fact_sources[name].origin
                 mark = {"answer": " (you)", "inferred": " (?)"}.get(origin, "")
-                shown.append(f"{name}: {diagnosis.facts[name]}{mark}")
+                shown.append(f"{name}: {fact_text(diagnosis.facts[name])}{mark}")
         facts.update(Text("\n".join(shown), no_wrap=True, overflow="ellipsis") if shown else "(none read yet)")
 
 
