@@ -106,32 +106,10 @@ class VersionRange:
 def version_range(frames: list[Frame]) -> VersionRange | None:
     """The releases of one package that fit all its frames, or None when the frames say nothing
     (every release fits) or contradict each other (an edited install, two versions in one log)."""
-    if not frames:
-        return None
-    table = _table(frames[0].package)
+    table = _table(frames[0].package) if frames else None
     if table is None:
         return None
-    versions: list[str] = table["versions"]
-    fit = set(range(len(versions)))
-    used: list[Frame] = []
-    for frame in frames:
-        this = _fits(table, frame)
-        if this is None:
-            continue
-        if not this & fit:
-            return None
-        if this & fit != fit:
-            used.append(frame)
-        fit &= this
-    return _range(frames[0].package, versions, fit, used)
-
-
-def _range(package: str, versions: list[str], fit: set[int], used: list[Frame]) -> VersionRange | None:
-    """The fitting releases, unless they say nothing (all of them) or the oldest mined one fits:
-    releases older than the table may fit too, and a too-old install would read as a newer one."""
-    if len(fit) == len(versions) or not used or 0 in fit:
-        return None
-    return VersionRange(package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])
+    return _narrow(frames[0].package, table["versions"], [(f, _fits(table, f)) for f in frames])
 
 
 def nccl_version_range(sites: list[tuple[str, int]]) -> VersionRange | None:
@@ -141,20 +119,31 @@ def nccl_version_range(sites: list[tuple[str, int]]) -> VersionRange | None:
     table = _table("nccl")
     if table is None or not sites:
         return None
-    versions: list[str] = table["versions"]
-    fit = set(range(len(versions)))
-    used: list[Frame] = []
-    for path, line in sites:
+
+    def fits(path: str, line: int) -> set[int] | None:
         known = table["sites"].get(path)
         if known is None:
-            continue
+            return None  # not NCCL's file: no say
         ranges = known.get(str(line))
-        if ranges is None:
-            return None
-        this = _indices(ranges)
+        return _indices(ranges) if ranges is not None else set()  # no WARN there in any release
+
+    return _narrow("nccl", table["versions"], [(Frame("nccl", p, n, "WARN"), fits(p, n)) for p, n in sites])
+
+
+def _narrow(package: str, versions: list[str], fits: list[tuple[Frame, set[int] | None]]) -> VersionRange | None:
+    """Intersect what each frame allows (None: the frame has no say). None when they contradict, say
+    nothing (every release fits), or the oldest mined release still fits: releases older than the
+    table may fit too, and a too-old install would read as a newer one."""
+    fit = set(range(len(versions)))
+    used: list[Frame] = []
+    for frame, this in fits:
+        if this is None:
+            continue
         if not this & fit:
             return None
         if this & fit != fit:
-            used.append(Frame("nccl", path, line, "WARN"))
+            used.append(frame)
         fit &= this
-    return _range("nccl", versions, fit, used)
+    if len(fit) == len(versions) or not used or 0 in fit:
+        return None
+    return VersionRange(package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])

@@ -81,7 +81,7 @@ def information_gain(kb, question: schema.Question, raw: dict[str, float], facts
     return max(h0 - expected, 0.0)
 
 
-def _asked_already(question: schema.Question, facts: Facts, answered: set[str], kb=None) -> bool:
+def _asked_already(question: schema.Question, facts: Facts, answered: set[str], kb) -> bool:
     known = facts.known(question.fact) and not _range_undecided(kb, question.fact, facts.get(question.fact))
     return question.id in answered or known or not _makes_sense(question, facts)
 
@@ -89,10 +89,8 @@ def _asked_already(question: schema.Question, facts: Facts, answered: set[str], 
 def _range_undecided(kb, name: str, value) -> bool:
     """Several releases that traceback frames or NCCL's warning lines fit (advisor.frames): the
     version is still worth asking where the range straddles a bound some cause's condition draws."""
-    if not (isinstance(value, list) and len(value) > 1) or kb is None:
+    if not (isinstance(value, list) and len(value) > 1):
         return False
-    from advisor.rules import condition_holds
-
     for cause in kb.causes.values():
         conds = [cause.requires.get(name)] + [r.when.get(name) for r in cause.rules]
         if any(c is not None and condition_holds(name, value, c) is None for c in conds):
