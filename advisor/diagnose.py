@@ -237,9 +237,13 @@ def _peer_finished(facts) -> None:
 
 def _world_from_answers(facts) -> None:
     """Nodes x GPUs per node (answered, or from an env snapshot) is the world size when the log did
-    not print one; a rank the store waited for beyond it is a rank the world cannot hold."""
+    not print one; a rank the store waited for beyond it is a rank the world cannot hold. When the
+    log did print one, comparing the two says whether the sizes agree (`world_as_launched`)."""
     nodes, per_node = facts.get("nodes"), facts.get("gpus_per_node")
-    if facts.known("world_size") or not isinstance(nodes, int) or not isinstance(per_node, int) or nodes < 1 or per_node < 1:
+    if not isinstance(nodes, int) or not isinstance(per_node, int) or nodes < 1 or per_node < 1:
+        return
+    if facts.known("world_size"):
+        _world_as_launched(facts, nodes, per_node)
         return
     world = nodes * per_node
     facts.values["world_size"] = FactValue(value=world, origin="inferred", detail=f"{nodes} node(s) x {per_node} GPU(s) per node")
@@ -249,6 +253,24 @@ def _world_from_answers(facts) -> None:
         facts.values["rank_outside_world"] = FactValue(
             value=True, origin="inferred", line=where.line, text=where.text,
             detail=f"the store waited for rank {awaited}, but {nodes} x {per_node} ranks were started")
+
+
+def _world_as_launched(facts, nodes: int, per_node: int) -> None:
+    """The log's world size against what the user started: a store server counts the agents (one
+    per node, torchrun's static rendezvous) or the ranks (init_process_group), so either product
+    agrees; more or fewer than both means the sizes given to the launchers disagree."""
+    world = facts.get("world_size")
+    if not isinstance(world, int) or facts.known("world_as_launched"):
+        return
+    started = nodes * per_node
+    if world in (nodes, started):
+        agree, detail = True, f"the log's world of {world} matches {nodes} node(s) x {per_node} GPU(s) started"
+    elif world > started or world < nodes:
+        agree, detail = False, f"the log's world of {world} does not match {nodes} node(s) x {per_node} GPU(s) started"
+    else:
+        return  # between the two: a subgroup's store, or GPUs per node that differ; nothing to say
+    where = facts.values["world_size"]
+    facts.values["world_as_launched"] = FactValue(value=agree, origin="inferred", line=where.line, text=where.text, detail=detail)
 
 
 WAIT_KINDS = frozenset({"timeout", "heartbeat", "store-timeout"})

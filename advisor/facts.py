@@ -99,6 +99,8 @@ _SPECS = [
     FactSpec("launched_on_one_node_only", "bool", "the launcher ran the job on this machine alone (DeepSpeed found no hostfile): "
              "on a multi-node job the other nodes are not part of the world"),
     FactSpec("rank_outside_world", "bool", "a rank id at or beyond the world size was used or awaited"),
+    FactSpec("world_as_launched", "bool", "the world size the log shows equals what was started (nodes, or nodes x GPUs "
+             "per node, as answered): false when the log's world is larger or smaller"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",

@@ -204,10 +204,12 @@ class KnowledgeBase:
             software = self.message_files.get(component, {}).get("software")
             if software in LINE_GATES:
                 gated.add(software)
-            # a message whose lines its software's gate finds rides on those windows (NCCL's WARN
-            # lines); any other is searched for itself when it points somewhere or carries a fact
+            # a message that points to a cause is searched for itself, also where its software's
+            # gate would find its line: users paste NCCL's text without the `NCCL WARN` prefix, and a
+            # small paste and a big log must find the same lines. One that only carries a fact or an
+            # event rides on its gate's windows (NCCL's WARN/INFO lines), keeping the automaton small.
             behind_gate = software in LINE_GATES and component not in UNGATED_COMPONENTS
-            searched = not behind_gate and bool(owned or msg.captures or msg.sets or msg.event)
+            searched = bool(owned) or (not behind_gate and bool(msg.captures or msg.sets or msg.event))
             probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
                                 not msg.case_sensitive, (msg, owned), searched=searched))
         for software in sorted(gated):

@@ -228,6 +228,11 @@ rank can exist at all (a misconfigured world) or is merely late (a slow start)."
 def _world_needs(facts: Facts) -> dict[str, str]:
     """The node count and GPUs per node, when the store waits for a rank and the log does not say
     how many ranks the world has: nodes x GPUs tells a rank that cannot exist from a late one."""
+    if facts.known("clients_joined") and facts.known("world_size") and not facts.known("world_as_launched"):
+        joined, world = facts.get("clients_joined"), facts.get("world_size")
+        reason = (f"nodes x GPUs per node says whether the store's world of {world} ({joined} joined) is what was "
+                  "started: if so the rest did not arrive, if not the sizes disagree")
+        return {"nodes": reason, "gpus_per_node": reason}
     if not facts.known("awaited_rank") or facts.known("world_size"):
         return {}
     rank = facts.get("awaited_rank")

@@ -161,3 +161,23 @@ def test_catalogue_captures_feed_what_the_reading_reasons_with(kb):
     values = read_log(kb, log).facts.values
     assert values["clients_joined"].value == 2 and values["world_size"].value == 4 and values["store_timeout_s"].value == 30
     assert values["silent_ranks"].value == [0, 2, 3]
+
+
+def test_an_nccl_message_that_points_to_a_cause_is_found_without_its_prefix_on_both_paths(kb, monkeypatch):
+    """Users paste NCCL's text without the `host:pid [dev] file.cc:N NCCL WARN` prefix: a message
+    that points to a cause is found either way, and a big log (the block path) finds what a small
+    paste (the line-by-line path) finds, whatever the process scanned before."""
+    from advisor.scan import _hits_small
+
+    owned = [p.payload[0] for p in kb.probe_table.probes if p.id.startswith("msg:") and p.payload[1]
+             and kb.message_files[p.payload[0].id.split(".", 1)[0]]["software"] == "nccl"]
+    assert len(owned) > 100
+    missed = []
+    for message in owned:
+        bare = message.sample if message.sample is not None else render(message.text)
+        if "NCCL WARN" in bare or "NCCL INFO" in bare:
+            continue
+        small = {h.probe.id[4:] for h in _hits_small((bare + "\n").encode(), 1, kb.probe_table) if h.probe.id.startswith("msg:")}
+        if message.id in small and message.id not in block_path_finds(kb, bare, monkeypatch):
+            missed.append(message.id)
+    assert not missed, f"{len(missed)} bare NCCL messages found by a small paste but not in a big log, e.g. {missed[:10]}"

@@ -385,3 +385,53 @@ def test_the_world_is_asked_when_the_store_waits_for_a_rank():
     big = run(log, nodes="2", gpus_per_node="2")
     assert "rank_outside_world" not in big.facts
     assert not {"nodes", "gpus_per_node"} & {q.id for q in big.questions}
+
+
+CLIENTS_JOINED = "torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.\n"
+
+
+def test_clients_joined_against_what_was_started():
+    """The store waited for 2 and 1 came (torchrun's static rendezvous, recorded with a node left
+    out). Nodes x GPUs per node are asked; 2 nodes of 1 GPU is the store's world, so the sizes agree
+    and the other node did not arrive; 1 node of 1 GPU is half the store's world: the sizes disagree."""
+    asked = run(CLIENTS_JOINED)
+    assert asked.facts["world_size"] == 2 and "world_as_launched" not in asked.facts
+    reasons = {q.id: q.reason for q in asked.questions}
+    assert {"nodes", "gpus_per_node"} <= set(reasons) and "1 joined" in reasons["nodes"]
+    agree = run(CLIENTS_JOINED, nodes="2", gpus_per_node="1")
+    assert agree.facts["world_as_launched"] is True
+    assert agree.causes[0].code == "rendezvous-unreachable" and agree.status != "diagnosed"
+    assert not {"nodes", "gpus_per_node"} & {q.id for q in agree.questions}
+    short = run(CLIENTS_JOINED, nodes="1", gpus_per_node="1")
+    assert short.facts["world_as_launched"] is False
+    assert short.causes[0].code == "rank-world-size-misconfig" and short.status == "diagnosed"
+
+
+def test_the_store_counts_agents_or_ranks():
+    """torchrun's agents meet in a store of one client per node, init_process_group's in one of
+    every rank: both agree with 2 nodes x 4 GPUs; a world between the two says nothing."""
+    for world in (2, 8):
+        d = run(CLIENTS_JOINED.replace("1/2", f"1/{world}"), nodes="2", gpus_per_node="4")
+        assert d.facts["world_as_launched"] is True, world
+    assert "world_as_launched" not in run(CLIENTS_JOINED.replace("1/2", "1/4"), nodes="2", gpus_per_node="4").facts
+    assert run(CLIENTS_JOINED.replace("1/2", "1/16"), nodes="2", gpus_per_node="4").facts["world_as_launched"] is False
+
+
+def test_a_bare_watchdog_timeout_lists_a_collective_mismatch_among_the_first_three():
+    """ProcessGroupNCCL's own timeout text (torch >= 2.3) names the incorrect use of collectives as
+    the most likely cause: a lone watchdog line, with nothing else to go on, lists it in the first three."""
+    line = ("[E ProcessGroupNCCL.cpp:737] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3738, "
+            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1809440 milliseconds before timing out.\n")
+    d = run(line)
+    assert "collective-mismatch" in [c.code for c in d.causes[:3]] and d.status != "diagnosed"
+
+
+def test_more_nodes_make_a_version_mismatch_between_them_likelier():
+    """NCCL reading another release's bootstrap records yields an address of family 0: on several
+    nodes (different images) that is likelier than on one."""
+    line = "ncclSocketInit: connecting to address with family 0 is neither AF_INET(2) nor AF_INET6(10)\n"
+
+    def score(**answers):
+        return next(c.raw_score for c in run(line, **answers).causes if c.code == "version-mismatch")
+
+    assert score(nodes="4") > score(nodes="1")
