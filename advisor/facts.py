@@ -103,6 +103,8 @@ _SPECS = [
              "per node, as answered): false when the log's world is larger or smaller"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
+    FactSpec("peer_silent", "bool", "a peer was lost and some rank of the world printed no `[rankN]:` line at all, while "
+             "others did: it died without a traceback (a signal, the OOM killer), or its output is not in this log"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
              ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),
     FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
@@ -935,6 +937,7 @@ class FactCollector:
         self._finalize_torch_wording(put, out)
         self._finalize_ranks(put, out, ranks_prefixed)
         self._finalize_rank_ids(put, out, ranks_prefixed)
+        self._finalize_peer_silence(put, out, ranks_prefixed)
         self._finalize_topology(put, out)
         self._finalize_failures(put, out)
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
@@ -1051,6 +1054,21 @@ class FactCollector:
             if world.value >= 2 and all(r in self.reports and self.reports[r].timed_out for r in range(world.value)):
                 put("every_rank_timed_out", True, origin="inferred",
                     detail=f"all {world.value} ranks report their own collective timeout: every rank was waiting")
+
+    def _finalize_peer_silence(self, put, out, ranks_prefixed: set[int]) -> None:
+        """A lost peer that printed nothing: torch (>= 2.2) prefixes every line a rank prints once
+        its process group exists, its traceback included, so a rank that raised leaves `[rankN]:`
+        lines; one killed by a signal leaves none."""
+        world = out["world_size"].value if "world_size" in out else None
+        if "peer_lost" not in out or out["peer_lost"].value is not True or not ranks_prefixed or not isinstance(world, int):
+            return
+        if not 2 <= world <= 65536 or max(ranks_prefixed) >= world:
+            return
+        missing = [r for r in range(world) if r not in ranks_prefixed]
+        if missing:
+            lost = out["peer_lost"]
+            put("peer_silent", True, lost.line, lost.text, origin="inferred",
+                detail=f"rank(s) {', '.join(map(str, missing[:8]))} of {world} printed no line of their own")
 
     def _finalize_rank_ids(self, put, out, ranks_prefixed: set[int]) -> None:
         """Rank ids against each other and the world size: a rank announced twice, a rank id the

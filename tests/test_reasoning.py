@@ -435,3 +435,35 @@ def test_more_nodes_make_a_version_mismatch_between_them_likelier():
         return next(c.raw_score for c in run(line, **answers).causes if c.code == "version-mismatch")
 
     assert score(nodes="4") > score(nodes="1")
+
+
+LOST_PEER = ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+             "[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+             "[127.0.0.1]:2435: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in "
+             "the application. Check the logs of the remote worker before reporting an error. GLHF!\n")
+PEER_TRACEBACK = ("[rank1]: Traceback (most recent call last):\n"
+                  '[rank1]:   File "/tmp/train.py", line 40, in <module>\n'
+                  "[rank1]: ValueError: bad sample 17\n")
+
+
+def test_a_lost_peer_that_printed_nothing_died_without_a_traceback():
+    """Rank 0 lost its peer in a world of 2, and rank 1 printed no `[rank1]:` line: it was killed
+    (or finished) rather than raising, which would have printed its traceback. When rank 1's
+    traceback is there, the peer is not silent and its exception leads."""
+    silent = run(LOST_PEER)
+    assert silent.facts["peer_silent"] is True
+    assert silent.causes[0].code == "host-oom-or-killed" and silent.status != "diagnosed"
+    spoke = run(LOST_PEER + PEER_TRACEBACK)
+    assert "peer_silent" not in spoke.facts and spoke.causes[0].code == "rank-exception"
+    unprefixed = run(LOST_PEER.replace("[rank0]: ", ""))
+    assert "peer_silent" not in unprefixed.facts  # no rank prefixes: nothing says who printed what
+
+
+def test_on_several_nodes_a_silent_peer_may_be_in_another_log():
+    one = run(LOST_PEER, nodes="1")
+    two = run(LOST_PEER, nodes="2")
+
+    def killed(d):
+        return next(c.raw_score for c in d.causes if c.code == "host-oom-or-killed")
+
+    assert killed(two) < killed(one)
