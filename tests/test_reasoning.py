@@ -467,3 +467,23 @@ def test_on_several_nodes_a_silent_peer_may_be_in_another_log():
         return next(c.raw_score for c in d.causes if c.code == "host-oom-or-killed")
 
     assert killed(two) < killed(one)
+
+
+def test_the_store_host_closing_the_connection_means_a_peer_died_in_every_wording():
+    """Rank 0 (or the agent) hosting the TCPStore went away: torch >= 2.8 says so in words (printed
+    by torch 2.13 when the store's process was SIGKILLed), 2.5-2.7 say "failed to recv, got 0 bytes"
+    (wheel strings), older releases report ECONNRESET's text. Each is a lost peer, and how it died is
+    asked; the answer decides."""
+    wordings = [
+        "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?\n",
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: failed to recv, got 0 bytes\n",
+        "torch.distributed.DistNetworkError: Connection reset by peer\n",
+    ]
+    for line in wordings:
+        d = run(line)
+        assert d.facts.get("peer_lost") is True, line
+        assert "peer_fate" in {q.id for q in d.questions}, line
+    killed = run(wordings[0], peer_fate="killed")
+    assert killed.causes[0].code == "host-oom-or-killed"
+    assert run("RuntimeError: Connection reset by peer while reading the dataset from S3\n").facts.get("peer_lost") is None
