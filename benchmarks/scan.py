@@ -8,7 +8,8 @@ failure (benchmarks/make_big_log.py, cached under .bench/), then times, as separ
             the case-insensitive ones (-i) and one for the rest, back to back;
   advisor   `advisor suggest --log FILE --json`, the whole diagnosis, start-up included.
 
-It prints MB/s for both and their ratio, each process's peak RSS (from wait4), and whether the
+It prints MB/s for both and their ratio, each process's peak RSS (from wait4, measured from a bare
+launcher so that this process's own memory is not counted), and whether the
 diagnosis (status, top cause, the facts that drive it) is the same at every size.
 Targets (issue 6): throughput >= 0.5x grep; peak RSS <= 150 MB at every size; the same diagnosis.
 
@@ -132,15 +133,26 @@ def baseline_patterns(directory: Path) -> tuple[list[Path], int, int]:
 # --- measuring one process ----------------------------------------------------------------------
 
 
+# A child's peak RSS from wait4 includes the memory of the process it was forked from: Linux keeps
+# the larger of the pre-exec image's high-water mark and the new program's. This process holds the
+# knowledge base and the pattern lists (well over 100 MB), so the measured command is started from a
+# bare interpreter that reports the command's own figures (its own image is a few MB).
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+out = open(sys.argv[1], "wb") if sys.argv[1] != "-" else subprocess.DEVNULL
+start = time.perf_counter()
+proc = subprocess.Popen(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([time.perf_counter() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)]))
+"""
+
+
 def run_measured(command: list[str], stdout_path: Path | None = None) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB (this process alone, from wait4), exit code."""
-    with open(stdout_path or os.devnull, "wb") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait again
-    return elapsed, usage.ru_maxrss / 1024, proc.returncode
+    """Wall seconds, peak RSS in MB (the command alone, from wait4 in a bare launcher), exit code."""
+    launched = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, str(stdout_path or "-"), *command],
+                              capture_output=True, text=True, check=True)
+    elapsed, rss, code = json.loads(launched.stdout)
+    return elapsed, rss, code
 
 
 def advisor_command() -> list[str]:
