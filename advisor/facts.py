@@ -497,6 +497,7 @@ class FactCollector:
     last_traceback: int | None = None
     frames_seen: bool = False
     exception_owner: str | None = None
+    exception_cut_off: bool = False  # the owner comes from a traceback whose exception line is missing
     first_timeout_line: int | None = None
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
     error_lines: int = 0
@@ -1008,12 +1009,15 @@ class FactCollector:
         for rank, (line, frames) in sorted(self.tracebacks.items(), key=lambda kv: kv[1][0]):
             if not frames or frame_owner(frames[-1]) == "torch" and "distributed_c10d" in frames[-1]:
                 continue
+            if self.first_timeout_line is not None and line > self.first_timeout_line:
+                continue  # printed after a collective timed out: the stack of a rank that was waiting
             if all(frame_owner(path) == "torch" for path in frames):
                 continue  # only interpreter/torch frames: nothing says whose error it was
             owner = _caller(frames)
             put("user_exception", "traceback without its final line (cut off)", line, None, origin="inferred",
                 detail=f"innermost frame: {frames[-1][-120:]}")
             self.exception_owner = owner
+            self.exception_cut_off = True
             self.events.append(FailureEvent(kind="exception", line=line, rank=rank, text="Traceback (most recent call last):"))
             return
 
@@ -1133,7 +1137,10 @@ class FactCollector:
         if "user_exception" in out and self.exception_owner is not None:
             owner = self.exception_owner
             put("exception_module", owner, detail="innermost traceback frame outside torch")
-            put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
+            if not (self.exception_cut_off and self.first_timeout_line is not None):
+                # a cut-off traceback in a log with a collective timeout shows where a rank was
+                # waiting (inside the framework's call into a collective), not that the framework failed
+                put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
         user_exc = [x for x in self.exceptions if not x[3]]
         if user_exc and self.first_timeout_line is not None:
             put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")

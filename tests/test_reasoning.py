@@ -487,3 +487,32 @@ def test_the_store_host_closing_the_connection_means_a_peer_died_in_every_wordin
     killed = run(wordings[0], peer_fate="killed")
     assert killed.causes[0].code == "host-oom-or-killed"
     assert run("RuntimeError: Connection reset by peer while reading the dataset from S3\n").facts.get("peer_lost") is None
+
+
+FIRST_TIMEOUT = ("[E ProcessGroupNCCL.cpp:828] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+                 "OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1802965 milliseconds before timing out.\n")
+CUT_TRACEBACK = ("Traceback (most recent call last):\n"
+                 '  File "/work/train.py", line 750, in fit\n'
+                 "    prepared = accelerator.prepare(model, optimizer)\n"
+                 '  File "/venv/lib/python3.9/site-packages/accelerate/accelerator.py", line 1284, in prepare\n'
+                 "    result = tuple(\n")
+
+
+def test_a_cut_off_traceback_after_a_timeout_is_where_a_rank_waited_not_its_error():
+    """The watchdog fired, then a traceback cut before its exception line shows the rank inside the
+    framework's prepare(): that is where it waited in the collective, not an error of the framework.
+    The same cut-off traceback with no timeout before it still counts as the failure."""
+    after = run(FIRST_TIMEOUT + CUT_TRACEBACK)
+    assert "user_exception" not in after.facts and "exception_in_framework" not in after.facts
+    assert after.causes[0].code not in ("framework-version-bug", "rank-exception")
+    alone = run(CUT_TRACEBACK)
+    assert alone.facts["user_exception"].startswith("traceback without its final line")
+    assert alone.facts["exception_in_framework"] is True
+
+
+def test_the_first_collective_of_a_group_timing_out_points_to_peer_to_peer_too():
+    def p2p(line):
+        return next((c.raw_score for c in run(line).causes if c.code == "p2p-topology-issue"), float("-inf"))
+
+    first = p2p(FIRST_TIMEOUT)
+    assert first > float("-inf") and first > p2p(FIRST_TIMEOUT.replace("SeqNum=1,", "SeqNum=4210,"))
