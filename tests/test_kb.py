@@ -236,3 +236,45 @@ def test_no_prose_in_the_kb_is_cut_short_by_a_comment():
 def test_the_comment_check_sees_a_cut_and_leaves_quoted_text_alone():
     assert _prose_cut_by_a_comment("why: fixed in 4.57.0 by PR #40923\n") == [(1, "fixed in 4.57.0 by PR")]
     assert _prose_cut_by_a_comment('why: "fixed in 4.57.0 by PR #40923"\nneeds_wait: true  # a note\n') == []
+
+
+# A cause's own regex stays only where no single catalogue message stands for it, or where the
+# catalogue's pattern is narrower than what real logs print (an older wording the catalogue, which
+# starts at torch 2.1, does not hold). Each kept duplicate says why.
+OWN_REGEX_KEPT = {
+    ("master-unreachable", "dns"): "also the elastic backend's 'host not found' wording",
+    ("mismatched-collectives", "detail-mismatch"): "also torch 1.x's 'is running inconsistent collective' wording",
+    ("python-exception-on-rank", "traceback"): "any Python traceback, not one message",
+    ("vllm-server-unreachable", "cant-be-reached"): "older TRL wordings with '0.0.0.0:8000 after N seconds'",
+    ("vllm-server-unreachable", "not-up-yet"): "the vllm_client logger's prefix variants",
+    ("world-size-mismatch", "invalid-device-ordinal"): "also THCudaCheck's wording (torch < 1.10)",
+    ("wrong-socket-interface", "socket-creation"): "also NCCL's include/socket.h wording before ncclSocketInit",
+    ("ib-rdma-fault", "wc-status-name"): "work-completion status names inside many NCCL IB lines, not one message",
+    ("wrong-socket-interface", "virtual-interface-chosen"): "only the 'Using' lines that name a virtual interface",
+    ("rank-killed", "exitcode-9"): "only exit code -9 of the agent's failure line",
+    ("rank-killed", "external-sigterm"): "several launchers' wordings of an external SIGTERM/SIGHUP",
+    ("wrong-socket-interface", "gloo-loopback-fallback"): "also gloo's connect to 127.0.1.1",
+}
+
+
+def test_no_cause_repeats_the_regex_of_one_catalogue_message(kb):
+    """Causes reason over catalogued messages: a signature whose regex matches the wording of
+    exactly one catalogue message must `use` that message, unless OWN_REGEX_KEPT says why not."""
+    import re
+
+    from advisor.catalogue import render
+
+    texts = {m.id: [m.sample or render(m.text), *(m.examples or [])] for m in kb.messages.values()}
+    duplicates = []
+    for cause in kb.causes.values():
+        for sig in cause.signatures:
+            if sig.from_message or sig.use or (cause.id, sig.id) in OWN_REGEX_KEPT:
+                continue
+            rx = re.compile(sig.regex, 0 if sig.case_sensitive else re.IGNORECASE)
+            hits = [mid for mid, ts in texts.items() if any(t and rx.search(t) for t in ts)]
+            if len(hits) == 1:
+                duplicates.append(f"{cause.id}:{sig.id} -> use: {hits[0]}")
+    assert not duplicates, "signatures that repeat one catalogue message:\n" + "\n".join(duplicates)
+    stale = [k for k in OWN_REGEX_KEPT if not any(c.id == k[0] and any(s.id == k[1] and not s.from_message
+                                                                         for s in c.signatures) for c in kb.causes.values())]
+    assert not stale, f"OWN_REGEX_KEPT names signatures that use a message now: {stale}"
