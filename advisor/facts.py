@@ -102,6 +102,9 @@ _SPECS = [
     FactSpec("world_as_launched", "bool", "the world size the log shows equals what was started (nodes, or nodes x GPUs "
              "per node, as answered): false when the log's world is larger or smaller"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
+    FactSpec("store_setup_failed", "bool", "a traceback runs through the creation of the rendezvous store (TCPStore "
+             "construction in torch.distributed's rendezvous handlers or the elastic rendezvous): the failure came "
+             "while the ranks were creating or reaching the store, before any process group existed"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_silent", "bool", "a peer was lost and some rank of the world printed no `[rankN]:` line at all, while "
              "others did: it died without a traceback (a signal, the OOM killer), or its output is not in this log"),
@@ -367,6 +370,19 @@ _WORDING_RANGES = {
 TRAINING_LOOP_CALLS = frozenset({"training_step", "train_step", "_inner_training_loop", "optimizer_step", "backward",
                                  "_run_optimization", "training_loop"})
 TRAINING_LOOP_PATHS = ("loops/training_epoch_loop.py", "loops/optimization/automatic.py", "torch/autograd/__init__.py")
+
+
+# Frames of the functions that construct the rendezvous TCPStore (function names checked in every
+# mined torch release, kb/frames/torch.json): an exception raised with one of them on the stack was
+# raised while the store was being created or reached.
+STORE_SETUP_FRAMES = frozenset({
+    ("torch/distributed/rendezvous.py", "_create_c10d_store"),
+    ("torch/distributed/rendezvous.py", "_tcp_rendezvous_handler"),
+    ("torch/distributed/rendezvous.py", "_env_rendezvous_handler"),
+    ("torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py", "next_rendezvous"),
+    ("torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", "_create_tcp_store"),
+    ("torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", "_create_tcp_store_server"),
+})
 
 
 # torch.distributed calls a rank can wait in: the function names of distributed_c10d.py's public
@@ -785,6 +801,8 @@ class FactCollector:
         if tb is not None and len(tb[1]) < 128:
             tb[1].append(hit.group("path") or "")
         path, func = hit.group("path") or "", hit.group("func") or ""
+        if "store_setup_failed" not in self.values and any(path.endswith(f) and func == fn for f, fn in STORE_SETUP_FRAMES):
+            self._set("store_setup_failed", True, hit)
         if self.training_frame is None and (func in TRAINING_LOOP_CALLS or any(p in path for p in TRAINING_LOOP_PATHS)):
             self.training_frame = (hit.line_no, hit_line(hit, 400))
         if rank is not None and path.endswith("distributed_c10d.py") and func in COLLECTIVE_CALLS and len(self.waiting) < _MAX_RANKS:

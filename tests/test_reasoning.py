@@ -516,3 +516,23 @@ def test_the_first_collective_of_a_group_timing_out_points_to_peer_to_peer_too()
 
     first = p2p(FIRST_TIMEOUT)
     assert first > float("-inf") and first > p2p(FIRST_TIMEOUT.replace("SeqNum=1,", "SeqNum=4210,"))
+
+
+STORE_SETUP = (
+    '  File "/env/lib/python3.7/site-packages/torch/distributed/distributed_c10d.py", line 423, in init_process_group\n'
+    "    store, rank, world_size = next(rendezvous_iterator)\n"
+    '  File "/env/lib/python3.7/site-packages/torch/distributed/rendezvous.py", line 133, in _tcp_rendezvous_handler\n'
+    "    store = TCPStore(result.hostname, result.port, world_size, start_daemon, timeout)\n")
+
+
+def test_a_traceback_through_the_store_s_creation_failed_before_any_process_group():
+    """A traceback that runs through the rendezvous handler's TCPStore construction failed while the
+    store was being created (the master binding its port) or reached (the others connecting): the
+    heartbeat monitor, which only a process group has, cannot be the story. Frames elsewhere in
+    torch.distributed say nothing about the store."""
+    d = run(STORE_SETUP)
+    assert d.facts["store_setup_failed"] is True
+    top3 = [c.code for c in d.causes[:3]]
+    assert {"port-in-use", "rendezvous-unreachable"} <= set(top3) and "heartbeat-monitor-kill" not in top3
+    other = run(STORE_SETUP.replace("_tcp_rendezvous_handler", "_new_process_group_helper").replace("rendezvous.py", "distributed_c10d.py"))
+    assert "store_setup_failed" not in other.facts
