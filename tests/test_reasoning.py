@@ -536,3 +536,14 @@ def test_a_traceback_through_the_store_s_creation_failed_before_any_process_grou
     assert {"port-in-use", "rendezvous-unreachable"} <= set(top3) and "heartbeat-monitor-kill" not in top3
     other = run(STORE_SETUP.replace("_tcp_rendezvous_handler", "_new_process_group_helper").replace("rendezvous.py", "distributed_c10d.py"))
     assert "store_setup_failed" not in other.facts
+
+
+def test_no_heartbeat_monitor_before_torch_2_2():
+    """ProcessGroupNCCL got its heartbeat monitor in torch 2.2: on an older torch it is no candidate."""
+    log = "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+
+    def codes(version):
+        return [c.code for c in diagnose(DiagnoseRequest(log=log, answers={"torch_version": version}, max_causes=50)).causes]
+
+    old, new = codes("2.1.0"), codes("2.4.0")
+    assert "heartbeat-monitor-kill" not in old and "heartbeat-monitor-kill" in new
