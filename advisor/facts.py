@@ -1059,7 +1059,10 @@ class FactCollector:
             if seqs or enq:  # gloo prints no sequence numbers: then nothing is known about the spread
                 put("seq_spread", len(seqs) > 1 or len(enq) > 1)
             world = out.get("world_size")
-            rank0_exists = 0 in ranks_prefixed or (world is not None and isinstance(world.value, int) and world.value > 1)
+            # a higher rank printed under torchrun's summary (the agent's console, which carries its
+            # local ranks' output) means rank 0 exists and would have printed its own failure there
+            launcher_view = "root_cause_rank" in out and any(r > 0 for r in ranks_prefixed)
+            rank0_exists = 0 in ranks_prefixed or (world is not None and isinstance(world.value, int) and world.value > 1) or launcher_view
             if rank0_exists:
                 put("rank0_silent", 0 not in self.reports, origin="inferred")
         if any(len(ops) > 1 for ops in self.ops_by_seq.values()):

@@ -547,3 +547,15 @@ def test_no_heartbeat_monitor_before_torch_2_2():
 
     old, new = codes("2.1.0"), codes("2.4.0")
     assert "heartbeat-monitor-kill" not in old and "heartbeat-monitor-kill" in new
+
+
+def test_rank0_silent_under_torchrun_s_summary():
+    """Only rank 1 timed out, and torchrun's summary (its agent's console holds every local rank's
+    output) names rank 1: rank 0 exists and said nothing, as a rank busy elsewhere does. Without the
+    summary, a paste of rank 1's lines alone says nothing about rank 0."""
+    timeout = ("[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+               "waiting 15000ms for recv operation to complete\n")
+    summary = ("Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-23_22:15:30\n  host      : node0\n"
+               "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4242)\n")
+    assert run(timeout + summary).facts["rank0_silent"] is True
+    assert "rank0_silent" not in run(timeout).facts
