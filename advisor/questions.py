@@ -227,7 +227,8 @@ rank can exist at all (a misconfigured world) or is merely late (a slow start)."
 
 def _world_needs(facts: Facts) -> dict[str, str]:
     """The node count and GPUs per node, when the store waits for a rank and the log does not say
-    how many ranks the world has: nodes x GPUs tells a rank that cannot exist from a late one."""
+    how many ranks the world has (nodes x GPUs tells a rank that cannot exist from a late one), or
+    when only part of the store's world joined (is that world what was started?)."""
     if facts.known("clients_joined") and facts.known("world_size") and not facts.known("world_as_launched"):
         joined, world = facts.get("clients_joined"), facts.get("world_size")
         reason = (f"nodes x GPUs per node says whether the store's world of {world} ({joined} joined) is what was "
