@@ -8,6 +8,7 @@ source tree)."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import signal
@@ -23,6 +24,14 @@ SHARED = REPO.parent / "shared"
 CASES = SHARED / "cases"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCENARIOS = FIXTURES / "scenarios"
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ loaded as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass

@@ -6,15 +6,12 @@ targets are the ones the diagnosis core was accepted on.
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from helpers import CASES, REPO, case_paths
+from helpers import CASES, benchmark_module, case_paths
 
-spec = importlib.util.spec_from_file_location("accuracy_benchmark", REPO / "benchmarks" / "accuracy.py")
-accuracy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(accuracy)
+accuracy = benchmark_module("accuracy")
 
 
 @pytest.fixture(scope="module")

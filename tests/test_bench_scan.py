@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _scan_module():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_scan", BENCH / "scan.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from helpers import benchmark_module
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("true") is None, reason="wait4 RSS semantics of Linux")
 def test_a_small_command_reads_small_while_the_benchmark_holds_much_memory(tmp_path):
-    scan = _scan_module()
+    scan = benchmark_module("scan")
     ballast = bytearray(300 << 20)  # touched below, so resident: the forking process is big
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1

@@ -8,15 +8,12 @@ here, never read: the floor says only how much it may drop.
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, benchmark_module
 
-spec = importlib.util.spec_from_file_location("accuracy_benchmark", REPO / "benchmarks" / "accuracy.py")
-accuracy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(accuracy)
+accuracy = benchmark_module("accuracy")
 
 # set -> {(mode, figure): floor}; "empty_rate" is a ceiling
 FLOORS = {

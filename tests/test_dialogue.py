@@ -3,7 +3,6 @@ they are beside the checkout), and --interactive in a pty."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pty
 import statistics
@@ -12,11 +11,9 @@ import sys
 import pytest
 import yaml
 
-from helpers import REPO, case_paths, read_until, scenario_paths
+from helpers import benchmark_module, case_paths, read_until, scenario_paths
 
-spec = importlib.util.spec_from_file_location("dialogue_benchmark", REPO / "benchmarks" / "dialogue.py")
-dialogue = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dialogue)
+dialogue = benchmark_module("dialogue")
 
 
 @pytest.mark.parametrize("path", scenario_paths(), ids=lambda p: p.stem)

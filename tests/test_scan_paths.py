@@ -4,8 +4,6 @@ same text must get the same diagnosis on both, whatever the process scanned befo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
