@@ -107,7 +107,8 @@ _SPECS = [
              "while the ranks were creating or reaching the store, before any process group existed"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_silent", "bool", "a peer was lost and some rank of the world printed no `[rankN]:` line at all, while "
-             "others did: it died without a traceback (a signal, the OOM killer), or its output is not in this log"),
+             "others did (torch >= 2.3 prefixes a rank's uncaught traceback): it died without a traceback (a signal, the "
+             "OOM killer) or finished, or its output is not in this log"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
              ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),
     FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
@@ -513,7 +514,6 @@ class FactCollector:
     last_traceback: int | None = None
     frames_seen: bool = False
     exception_owner: str | None = None
-    exception_cut_off: bool = False  # the owner comes from a traceback whose exception line is missing
     first_timeout_line: int | None = None
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
     error_lines: int = 0
@@ -1035,7 +1035,6 @@ class FactCollector:
             put("user_exception", "traceback without its final line (cut off)", line, None, origin="inferred",
                 detail=f"innermost frame: {frames[-1][-120:]}")
             self.exception_owner = owner
-            self.exception_cut_off = True
             self.events.append(FailureEvent(kind="exception", line=line, rank=rank, text="Traceback (most recent call last):"))
             return
 
@@ -1081,9 +1080,12 @@ class FactCollector:
                     detail=f"all {world.value} ranks report their own collective timeout: every rank was waiting")
 
     def _finalize_peer_silence(self, put, out, ranks_prefixed: set[int]) -> None:
-        """A lost peer that printed nothing: torch (>= 2.2) prefixes every line a rank prints once
-        its process group exists, its traceback included, so a rank that raised leaves `[rankN]:`
-        lines; one killed by a signal leaves none."""
+        """A lost peer that printed nothing: from torch 2.3 init_process_group installs an excepthook
+        that prefixes an uncaught exception's every line with `[rankN]:` (distributed_c10d.py's
+        _distributed_excepthook, first in the 2.3.0 wheel: kb/frames/torch.json), and torchrun's
+        `--tee` prefixes `[defaultN]:`. Only when the log shows such prefixes does a rank without
+        any say something: it did not raise; a signal (the OOM killer, SIGKILL) or a clean exit
+        leaves no traceback."""
         world = out["world_size"].value if "world_size" in out else None
         if "peer_lost" not in out or out["peer_lost"].value is not True or not ranks_prefixed or not isinstance(world, int):
             return
@@ -1158,10 +1160,7 @@ class FactCollector:
         if "user_exception" in out and self.exception_owner is not None:
             owner = self.exception_owner
             put("exception_module", owner, detail="innermost traceback frame outside torch")
-            if not (self.exception_cut_off and self.first_timeout_line is not None):
-                # a cut-off traceback in a log with a collective timeout shows where a rank was
-                # waiting (inside the framework's call into a collective), not that the framework failed
-                put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
+            put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
         user_exc = [x for x in self.exceptions if not x[3]]
         if user_exc and self.first_timeout_line is not None:
             put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")
