@@ -21,7 +21,7 @@ from advisor.regex import PatternError, compile_pattern
 
 # printf conversions (NCCL, libtorch's C code), fmt/c10::str `{}` fields and Python `{name}` /
 # `%(name)s` fields: each becomes one sample value when a wording is rendered for testing.
-_PLACEHOLDER = re.compile(
+PLACEHOLDER = re.compile(
     r"%%|%\([a-z_]+\)[sdrf]|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|PRI\w+)?[diouxXeEfgGcspn]"
     r"|\{[A-Za-z_][\w.\[\]'\"]*(?:![rsa])?(?::[^{}]*)?\}|\{(?::[^{}]*)?\}"
 )
@@ -31,7 +31,7 @@ SAMPLE_VALUE = "7"
 
 def render(text: str) -> str:
     """A printed instance of a format string, every placeholder replaced by `SAMPLE_VALUE`."""
-    return _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else SAMPLE_VALUE, text)
+    return PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else SAMPLE_VALUE, text)
 
 
 def instances(message: schema.Message) -> list[str]:

@@ -56,7 +56,8 @@ def read_log(
     collector = FactCollector()
     signatures = SignatureCollector(collector)
     stats = scan(iter_blocks(source, on_progress=on_progress, count_lines=False), kb.probe_table, [signatures, collector])
-    facts = collector.finalize(stats.ranks_prefixed, kb.frameworks)  # KB captures were collected during the scan
+    # KB captures were collected during the scan
+    facts = collector.finalize(stats.ranks_prefixed, kb.frameworks, kb.releases)
     prose = ""
     if isinstance(source, (str, bytes)) and len(source) <= PROSE_LIMIT:
         prose = source if isinstance(source, str) else source.decode("utf-8", "replace")

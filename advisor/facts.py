@@ -337,33 +337,20 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("topo-row", r"(?m)^(?:\[(?:rank|default)\d+\]:)?\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
     FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False, recurring="first"),
     FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False, recurring="first"),
-    # message wording that only some torch releases print (shared/reference/facts.md §1.4)
-    FactProbe("wording-pg-guid", r"\[PG ID \d+ PG GUID", ignore_case=False, recurring="first"),
-    FactProbe("wording-pg-rank", r"\[PG \d+ Rank \d+\]", ignore_case=False, recurring="first"),
-    FactProbe("wording-detected-at-work", r"Exception \(either an error or timeout\) detected by watchdog at work", ignore_case=False, recurring="first"),
-    FactProbe("wording-heartbeat-24", r"Heartbeat monitor timed out! Process will be terminated", ignore_case=False, recurring="first"),
-    FactProbe("wording-cudaeventdestroy", r"\(e\.g\., CudaEventDestroy\)", ignore_case=False, recurring="first"),
-    FactProbe("wording-nccl-watchdog-thread", r"NCCL watchdog thread terminated with exception", ignore_case=False, recurring="first"),
-    FactProbe("wording-monitor-22", r"NCCL monitor thread timeout", ignore_case=False, recurring="first"),
-    # ProcessGroupNCCL's destructor warning (libtorch_cuda strings of the 2.2-2.10 wheels)
-    FactProbe("wording-destruct-23", r"has NOT been destroyed before it is being destructed", ignore_case=False, recurring="first"),
-    FactProbe("wording-destruct-24", r"has NOT been destroyed before we destruct ProcessGroupNCCL", ignore_case=False, recurring="first"),
-    FactProbe("wording-destroy-26", r"destroy_process_group\(\) was not called before program exit", ignore_case=False, recurring="first"),
+    # ProcessGroupNCCL's log prefix, whose format some torch releases only print (shared/reference/
+    # facts.md §1.4); the messages' own wordings are dated by the catalogue (advisor.dating)
+    FactProbe("prefix-pg-guid", r"\[PG ID \d+ PG GUID", ignore_case=False, recurring="first"),
+    FactProbe("prefix-pg-rank", r"\[PG \d+ Rank \d+\]", ignore_case=False, recurring="first"),
 ]
 
-# What each wording proves about the torch release, as (lower, upper-exclusive) bounds.
-_WORDING_RANGES = {
-    "wording-pg-guid": ("2.6", None),
-    "wording-pg-rank": ("2.3", "2.6"),
-    "wording-detected-at-work": ("2.4", "2.6"),
-    "wording-heartbeat-24": ("2.3", "2.5"),
-    "wording-cudaeventdestroy": ("2.5", None),
-    "wording-nccl-watchdog-thread": (None, "2.3"),
-    "wording-monitor-22": ("2.2", "2.3"),
-    "wording-destruct-23": ("2.3", "2.4"),
-    "wording-destruct-24": ("2.4", "2.6"),
-    "wording-destroy-26": ("2.6", None),
-}
+# The torch releases that print each ProcessGroupNCCL log prefix format, as a version specifier over
+# the releases the catalogue was mined from. Read from libtorch_cuda.so's strings: `[PG ID ` and
+# ` PG GUID ` first in the 2.5.0 wheel (absent from 2.4.1; shared/reference/facts.md §1.4 says 2.6,
+# and a real torch 2.5 log shows the GUID prefix with 2.5's "Exception (either an error or timeout)"
+# wording); `[PG ` from 2.3 (absent from 2.2.2), and still in the 2.5.0 strings, so its end is left
+# at 2.6.
+_PREFIX_RELEASES = {"prefix-pg-guid": ">=2.5", "prefix-pg-rank": ">=2.3,<2.6"}
+_PREFIX_COMPONENT = "c10d-nccl"  # the component that prints the prefix: its software's releases apply
 
 
 # Where a traceback shows a training step is under way (so the job is past start-up): the step and
@@ -503,7 +490,9 @@ class FactCollector:
     hosts: dict[str, set[int]] = field(default_factory=dict)
     phase_now: tuple[str, int, str] | None = None
     phase_at_failure: tuple[str, int, str] | None = None
-    wording: list[tuple[str, int, str]] = field(default_factory=list)
+    printed: list[tuple[str, str, tuple[str, ...], int, str]] = field(default_factory=list)
+    """(component, message id or prefix probe, version specifiers its wording fits, line, text) per
+    dated message (advisor.dating), the first sighting of each."""
     rates: list[tuple[int, float]] = field(default_factory=list)  # (line, throughput), thinned evenly
     last_rate: tuple[int, float] | None = None
     step_now: tuple[int, int] | None = None
@@ -931,17 +920,21 @@ class FactCollector:
     def _on_backend_gloo(self, hit: LineHit) -> None:
         self._set("backend", "gloo", hit)
 
-    def _wording(self, hit: LineHit) -> None:
-        if len(self.wording) < 16:
-            self.wording.append((hit.probe.owner, hit.line_no, hit_line(hit)))
+    def date_message(self, component: str, message_id: str, specs: tuple[str, ...], hit: LineHit) -> None:
+        """A catalogued message whose printed wording only some releases of its software print."""
+        if len(self.printed) < 64:
+            self.printed.append((component, message_id, specs, hit.line_no, hit_line(hit)))
 
-    _on_wording_pg_guid = _on_wording_pg_rank = _on_wording_detected_at_work = _wording
-    _on_wording_heartbeat_24 = _on_wording_cudaeventdestroy = _wording
-    _on_wording_nccl_watchdog_thread = _on_wording_monitor_22 = _wording
-    _on_wording_destruct_23 = _on_wording_destruct_24 = _on_wording_destroy_26 = _wording
+    def _prefix(self, hit: LineHit) -> None:
+        self.date_message(_PREFIX_COMPONENT, f"the log prefix {hit.match.group(0)}", (_PREFIX_RELEASES[hit.probe.owner],), hit)
+
+    _on_prefix_pg_guid = _on_prefix_pg_rank = _prefix
 
     # -- the result --
-    def finalize(self, ranks_prefixed: set[int], frameworks: dict[str, Any]) -> Facts:
+    def finalize(self, ranks_prefixed: set[int], frameworks: dict[str, Any],
+                 releases: dict[str, tuple[str, list[str]]] | None = None) -> Facts:
+        """The facts of the whole log. `releases`: component -> (software, mined releases), to date
+        the printed wordings (KnowledgeBase.releases)."""
         v = dict(self.values)
         out: dict[str, FactValue] = {}
 
@@ -953,7 +946,7 @@ class FactCollector:
 
         self._finalize_framework(put, frameworks)
         self._finalize_frame_versions(put, out)
-        self._finalize_torch_wording(put, out)
+        self._finalize_printed_versions(put, out, releases or {})
         self._finalize_ranks(put, out, ranks_prefixed)
         self._finalize_rank_ids(put, out, ranks_prefixed)
         self._finalize_peer_silence(put, out, ranks_prefixed)
@@ -1002,22 +995,31 @@ class FactCollector:
             if found is not None:
                 put(name, list(found.versions), None, None, origin="inferred", detail=found.describe())
 
-    def _finalize_torch_wording(self, put, out) -> None:
-        if "torch_version" in out or not self.wording:
+    def _finalize_printed_versions(self, put, out, releases: dict[str, tuple[str, list[str]]]) -> None:
+        """A release from the wordings the log shows (advisor.dating), for each software whose
+        version the log neither printed nor dated by its frames."""
+        if not self.printed:
             return
-        lo, hi = None, None
-        for probe, _, _ in self.wording:
-            a, b = _WORDING_RANGES[probe]
-            if a and (lo is None or _vkey(a) > _vkey(lo)):
-                lo = a
-            if b and (hi is None or _vkey(b) < _vkey(hi)):
-                hi = b
-        if lo is None and hi is None:
-            return
-        spec = ",".join(x for x in ((f">={lo}" if lo else ""), (f"<{hi}" if hi else "")) if x)
-        probe, line, text = self.wording[0]
-        value = lo if lo else _version_below(hi)
-        put("torch_version", value, line, text, origin="inferred", detail=f"message wording printed by torch {spec}")
+        from advisor.dating import VERSION_FACTS, date_release
+
+        by_software: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        first: dict[str, tuple[int, str]] = {}
+        mined: dict[str, list[str]] = {}
+        for component, message_id, specs, line, text in self.printed:
+            if component not in releases:
+                continue
+            software, versions = releases[component]
+            by_software.setdefault(software, []).append((message_id, specs))
+            first.setdefault(software, (line, text))
+            mined[software] = versions
+        for software, printed in by_software.items():
+            name = VERSION_FACTS.get(software)
+            if name is None or name in out:
+                continue
+            found = date_release(software, mined[software], printed)
+            if found is not None:
+                line, text = first[software]
+                put(name, list(found.versions), line, text, origin="inferred", detail=found.describe())
 
     def _finalize_open_tracebacks(self, put, out) -> None:
         """A traceback cut off before its exception line (a truncated paste) still shows where it
@@ -1189,15 +1191,6 @@ def first_in_time(events: list[FailureEvent]) -> list[FailureEvent]:
     if events and all(e.timestamp is not None for e in events):
         return sorted(events, key=lambda e: (tuple(e.timestamp), e.line))
     return sorted(events, key=lambda e: e.line)
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
-def _version_below(v: str) -> str:
-    major, minor = _vkey(v)[:2]
-    return f"{major}.{max(minor - 1, 0)}"
 
 
 _CALL_FAMILY = {"all_gather_into_tensor": "all_gather", "_all_gather_base": "all_gather", "reduce_scatter_tensor": "reduce_scatter",

@@ -173,6 +173,18 @@ class KnowledgeBase:
         return None
 
     @functools.cached_property
+    def releases(self) -> dict[str, tuple[str, list[str]]]:
+        """component -> (its software, every release of that software the catalogue was mined
+        from, oldest first): what a message's `versions` are read against (advisor.dating)."""
+        from advisor.dating import releases_of
+
+        by_software: dict[str, list[str]] = {}
+        for info in self.message_files.values():
+            by_software.setdefault(info["software"], []).extend(m["artifact"] for m in info.get("mined_from", []))
+        mined = {software: releases_of(artifacts) for software, artifacts in by_software.items()}
+        return {component: (info["software"], mined[info["software"]]) for component, info in self.message_files.items()}
+
+    @functools.cached_property
     def similar_references(self):
         """The texts the similar-text fallback compares a log with (advisor.similar), built once."""
         from advisor.similar import references
@@ -181,8 +193,9 @@ class KnowledgeBase:
 
     @functools.cached_property
     def probe_table(self):
-        from advisor.scan import Probe, ProbeTable
+        from advisor.dating import VERSION_FACTS
         from advisor.facts import fact_probes
+        from advisor.scan import Probe, ProbeTable
 
         probes: list[Probe] = []
         # one probe per distinct pattern: a shared signature used by ten causes is matched once
@@ -208,8 +221,11 @@ class KnowledgeBase:
             # gate would find its line: users paste NCCL's text without the `NCCL WARN` prefix, and a
             # small paste and a big log must find the same lines. One that only carries a fact or an
             # event rides on its gate's windows (NCCL's WARN/INFO lines), keeping the automaton small.
+            # Messages whose wording dates a release of a versioned software (advisor.dating) are
+            # searched too, so that the version does not depend on the path a log takes.
             behind_gate = software in LINE_GATES and component not in UNGATED_COMPONENTS
-            searched = bool(owned) or (not behind_gate and bool(msg.captures or msg.sets or msg.event))
+            dates = software in VERSION_FACTS and bool(msg.versions or msg.wording)
+            searched = bool(owned) or (not behind_gate and bool(msg.captures or msg.sets or msg.event or dates))
             probes.append(Probe(f"msg:{msg.id}", msg.pattern, kind, owned[0][0] if owned else msg.id,
                                 not msg.case_sensitive, (msg, owned), searched=searched))
         for software in sorted(gated):

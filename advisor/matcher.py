@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from advisor import schema
-from advisor.facts import FactCollector, hit_line, timestamp_of
+from advisor.facts import FactCollector, hit_line, near_hit, timestamp_of
 from advisor.models import EvidenceLine, Facts, FailureEvent, RankedCause
 from advisor.rules import score_rules
 from advisor.scan import LineHit
@@ -111,6 +111,12 @@ class SignatureCollector:
         seen = self.messages.get(message.id)
         if seen is None:
             self.messages[message.id] = MessageHit(message.id, hit.line_no, hit_line(hit), hit.rank)
+            if message.versions or message.wording:
+                from advisor.dating import printed_specs
+
+                specs = printed_specs(message, near_hit(hit))
+                if specs:
+                    self.facts.date_message(message.id.split(".", 1)[0], message.id, specs, hit)
         else:
             seen.count += 1
         for group, fact in message.captures.items():

@@ -39,8 +39,8 @@ class FactValue(Model):
 
 
 def fact_text(value: Any) -> str:
-    """A fact's value as people read it: a version range inferred from traceback frames (a list of
-    releases) reads `4.38.0 .. 4.38.2`."""
+    """A fact's value as people read it: a version range inferred from traceback frames or message
+    wordings (a list of releases) reads `4.38.0 .. 4.38.2`."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v[:1].isdigit() for v in value):
         return value[0] if len(value) == 1 else f"{value[0]} .. {value[-1]}"
     return str(value)

@@ -243,7 +243,8 @@ def _torch_note(ctx: Context) -> str:
         return ""
     how = ""
     if fact.origin == "inferred":
-        how = " (inferred from traceback frames)" if isinstance(fact.value, list) else " (inferred from the message wording)"
+        wording = (fact.detail or "").startswith(("the wording of", "message wording"))
+        how = " (inferred from the message wording)" if wording else " (inferred from traceback frames)"
     return f"; you have torch {fact_text(fact.value)}{how}"
 
 

@@ -53,7 +53,8 @@ def test_versions_and_torch_inferred_from_wording(kb):
     assert f["torch_version"] == "2.4.1+cu121" and f["nccl_version"] == "2.21.5" and f["cuda_version"] == "12.1"  # the torch build tag comes first
     reading = read_log(kb, "[rank0]:[E1 1:1:1 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0(default_pg) Rank 0] failure detected by watchdog at work sequence id: 5")
     torch = reading.facts.values["torch_version"]
-    assert torch.value == "2.6" and torch.origin == "inferred" and ">=2.6" in torch.detail
+    # the prefix format is torch >= 2.5's; the message's wording, which the line follows until it is cut, >= 2.6's
+    assert torch.value[0] == "2.6.0" and torch.origin == "inferred" and "torch 2.6.0 .. " in torch.detail
 
 
 def test_framework_detection_prefers_the_most_specific(kb):
