@@ -85,8 +85,8 @@ def collisions(messages: Iterable[schema.Message]) -> list[tuple[str, str]]:
         for pattern_set, group in sets:
             for index in pattern_set.matching(text):
                 m = group[index]
-                if m.id == other.id or _same_direction(m, other):
-                    continue
+                if m.id == other.id or _same_direction(m, other) or m.id in other.refines or other.id in m.refines:
+                    continue  # the same message, the same verdict, or a general format and its instance
                 problems.append((m.id, f"the pattern also matches {other.id}'s wording {text[:120]!r}; "
                                        "make it specific, or point both to the same causes"))
     return sorted(problems)

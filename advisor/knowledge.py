@@ -682,7 +682,7 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
 def _check_messages(kb: KnowledgeBase, regex_ok, fact_names: set[str]) -> list[KBError]:
     """Each catalogue message against its own wording, examples and near misses; its causes, facts
     and version ranges; and no pattern that claims another message's wording."""
-    from advisor.catalogue import check_message, collisions
+    from advisor.catalogue import check_message, collisions, instances
     from advisor.versions import parse_specifier
 
     errors: list[KBError] = []
@@ -704,6 +704,14 @@ def _check_messages(kb: KnowledgeBase, regex_ok, fact_names: set[str]) -> list[K
                 errors.append(KBError(path, f"{at}.points_to[{j}].cause", f"unknown cause id {target.cause!r}"))
         if msg.role == "benign" and not msg.points_to and GENERIC_BENIGN not in kb.causes:
             errors.append(KBError(path, f"{at}.points_to", f"a benign message needs `points_to` or the {GENERIC_BENIGN!r} cause"))
+        for j, general in enumerate(msg.refines):
+            target = kb.messages.get(general)
+            if target is None:
+                errors.append(KBError(path, f"{at}.refines[{j}]", f"unknown message id {general!r}"))
+            elif not (any(compile_pattern(target.pattern, not target.case_sensitive).search(t) for t in instances(msg))
+                      or any(compile_pattern(msg.pattern, not msg.case_sensitive).search(t) for t in instances(target))):
+                errors.append(KBError(path, f"{at}.refines[{j}]", f"{general} and this message share no line (neither "
+                                      "pattern matches the other's instances): it is not an instance of that format"))
         for spec, field_name in [(msg.versions, "versions")] + [(w.versions, f"wording[{k}].versions") for k, w in enumerate(msg.wording)]:
             if spec:
                 try:

@@ -278,6 +278,9 @@ class Message(Strict):
     sets: dict[str, Scalar] = Field(default_factory=dict)
     """facts the message establishes by being printed at all, e.g. `{peer_lost: true}`."""
     event: EventKind | None = None
+    refines: list[str] = Field(default_factory=list)
+    """ids of messages whose general format this one is an instance of (NCCL's `Cuda failure '%s'`
+    with one CUDA error string): it matches lines they match too, and says what they leave open."""
     sample: str | None = None
     """a printed instance of `text` when the placeholders need realistic values to match `pattern`."""
     examples: list[str] = Field(default_factory=list)

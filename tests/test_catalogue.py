@@ -181,3 +181,79 @@ def test_an_nccl_message_that_points_to_a_cause_is_found_without_its_prefix_on_b
         if message.id in small and message.id not in block_path_finds(kb, bare, monkeypatch):
             missed.append(message.id)
     assert not missed, f"{len(missed)} bare NCCL messages found by a small paste but not in a big log, e.g. {missed[:10]}"
+
+
+# --- CUDA errors NCCL quotes (kb/messages/cuda-runtime.yaml, tools/mine/cuda_runtime.py) ------------
+
+
+def _cuda_string(message) -> str:
+    return message.text[len("Cuda failure '"):-1]
+
+
+def test_a_cuda_error_means_the_same_whether_torch_or_nccl_reports_it(kb):
+    """The CUDA error string, not its wrapper, says what failed: an entry for NCCL's `Cuda failure
+    '...'` points to the same causes, with the same weights, as torch's `CUDA error: ...` entry."""
+    nccl = [m for m in kb.messages.values() if m.id.startswith("cuda-runtime.")]
+    torch = {m.text[len("CUDA error: "):]: m for m in kb.messages.values()
+             if m.id.startswith("c10-cuda.") and m.text.startswith("CUDA error: ") and m.points_to}
+    assert len(nccl) >= len(torch) >= 15
+    assert set(torch) <= {_cuda_string(m) for m in nccl}  # every CUDA error torch's entries map
+    for m in nccl:
+        twin = torch.get(_cuda_string(m))
+        if twin is not None:
+            assert [(p.cause, p.weight) for p in m.points_to] == [(p.cause, p.weight) for p in twin.points_to], m.id
+            assert m.event == twin.event, m.id
+
+
+def test_each_cuda_error_is_found_in_both_of_nccls_wrappers_and_never_in_an_ignored_one(kb):
+    from advisor.regex import compile_pattern
+
+    for m in (m for m in kb.messages.values() if m.id.startswith("cuda-runtime.")):
+        text, regex = _cuda_string(m), compile_pattern(m.pattern, not m.case_sensitive)
+        assert regex.search(f"gpu-a:1:2 [3] enqueue.cc:58 NCCL WARN Cuda failure '{text}'"), m.id  # runtime call
+        assert regex.search(f"gpu-a:1:2 [3] misc/cudawrap.cc:9 NCCL WARN Cuda failure 2 '{text}'"), m.id  # driver call, 2.19.1+
+        assert regex.search(f"ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure '{text}'"), m.id
+        assert not regex.search(f"gpu-a:1:2 [3] NCCL INFO transport/p2p.cc:7 Cuda failure '{text}'"), m.id  # NCCL went on
+
+
+@pytest.mark.parametrize("line, cause", [
+    ("node1:1933:1933 [0] enqueue.cc:58 NCCL WARN Cuda failure 'no kernel image is available for execution on the device'",
+     "nccl-cuda-version-mismatch"),
+    ("gpu-a:11:12 [1] init.cc:7 NCCL WARN Cuda failure 'invalid device ordinal'", "world-size-mismatch"),
+    ("gpu-a:11:12 [1] init.cc:7 NCCL WARN Cuda failure 'uncorrectable ECC error encountered'", "gpu-xid-ecc"),
+])
+def test_a_cuda_error_in_an_nccl_warning_names_its_cause(kb, line, cause):
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    d = diagnose(DiagnoseRequest(log=line), kb)
+    assert d.causes[0].id == cause and d.status == "diagnosed"
+
+
+def test_refines_lets_a_format_and_its_instance_share_lines_and_nothing_else():
+    from advisor.catalogue import collisions
+
+    general = _message("c.cuda-failure", "Cuda failure '%s'", r"NCCL WARN Cuda failure '", role="context")
+    general = general.model_copy(update={"sample": "h:1:1 [0] x.cc:7 NCCL WARN Cuda failure 'out of memory'"})
+    oom = _message("c.cuda-oom", "Cuda failure 'out of memory'", r"NCCL WARN Cuda failure 'out of memory",
+                   cause="cuda-oom").model_copy(update={"sample": "h:1:1 [0] x.cc:7 NCCL WARN Cuda failure 'out of memory'"})
+    assert {p[0] for p in collisions([general, oom])} == {"c.cuda-failure", "c.cuda-oom"}  # undeclared: reported both ways
+    declared = oom.model_copy(update={"refines": ["c.cuda-failure"]})
+    assert collisions([general, declared]) == []
+    other = _message("c.other", "Some other failure", r"NCCL WARN Cuda failure 'out", cause="cuda-oom")
+    assert collisions([general, declared, other.model_copy(update={"sample": "NCCL WARN Cuda failure 'out of memory'"})])
+
+
+def test_a_refines_that_names_no_message_or_an_unrelated_one_is_a_kb_error(kb):
+    import copy
+
+    from advisor.knowledge import cross_check
+
+    broken = copy.copy(kb)
+    broken.messages = dict(kb.messages)
+    oom = kb.messages["cuda-runtime.error-out-of-memory"]
+    broken.messages[oom.id] = oom.model_copy(update={"refines": ["nccl-misc.no-such-format", "nccl-ib.call-ibv-poll-cq-returned"]})
+    problems = [e.message for e in cross_check(broken) if "refines" in e.field]
+    assert any("unknown message id 'nccl-misc.no-such-format'" in p for p in problems)
+    assert any("nccl-ib.call-ibv-poll-cq-returned and this message share no line" in p for p in problems)
+    assert not [e for e in cross_check(kb) if "refines" in e.field]

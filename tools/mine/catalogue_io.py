@@ -18,7 +18,7 @@ MESSAGES = ROOT / "advisor" / "kb" / "messages" if (ROOT / "advisor" / "kb").is_
 
 FIELD_ORDER = (
     "id", "level", "text", "source", "versions", "wording", "pattern", "case_sensitive", "meaning", "role",
-    "points_to", "captures", "sets", "event", "sample", "examples", "near_misses",
+    "points_to", "captures", "sets", "event", "refines", "sample", "examples", "near_misses",
 )
 MINED_FIELDS = ("text", "versions", "wording", "source", "level")
 
