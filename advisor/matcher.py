@@ -261,8 +261,9 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
             continue
         out.append(make(raw, cause, ev, probabilities({cause.id: raw})[cause.id]))
     real_strong = [c for c in out if not c.benign and c.score >= 0.15]
-    if not real_strong:
-        # nothing real stands out: the harmless lines explain what the user saw
+    if not real_strong and not facts.events:
+        # nothing real stands out and nothing failed: the harmless lines explain what the user saw
+        # (a log with a timeout, an exception or a dead rank failed, which no harmless line explains)
         out.sort(key=lambda c: (not c.benign, -c.score))
     elif not any(c.evidence["lines"] or c.evidence["symptoms"] for c in out if not c.benign):
         # the real causes stand on facts alone (a quiet log read as a hang) while the lines the log

@@ -27,6 +27,21 @@ def test_harmless_lines_never_outrank_a_real_cause(kb):
     assert [n.cause_id for n in d.notices] == ["nccl-plugin-noise"]
 
 
+# torch >= 2.6 prints the Flight Recorder hint (harmless) right after a bare watchdog timeout, which
+# many causes explain about equally: the hint must not lead because no real cause stands out
+BARE_TIMEOUT_WITH_FR_HINT = """\
+[rank1]:[E918 19:29:53.175630041 ProcessGroupNCCL.cpp:689] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=712, OpType=ALLREDUCE, NumelIn=5939, NumelOut=5939, Timeout(ms)=600000) ran for 600040 milliseconds before timing out.
+[rank1]:[E918 19:29:53.176093056 ProcessGroupNCCL.cpp:736] Stack trace of the failed collective not found, potentially because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value.
+"""
+
+
+def test_a_harmless_line_never_leads_a_log_that_failed(kb):
+    d = run(kb, BARE_TIMEOUT_WITH_FR_HINT)
+    assert max(c.score for c in d.causes if not c.benign) < 0.15  # no real cause stands out ...
+    assert not d.causes[0].benign  # ... and still the timeout, not the hint, is what needs explaining
+    assert "launcher-noise" in [n.cause_id for n in d.notices]  # the hint is still explained as harmless
+
+
 def test_harmless_line_alone_is_reported_as_harmless(kb):
     d = run(kb, PLUGIN)
     assert d.causes[0].id == "nccl-plugin-noise" and d.causes[0].benign
