@@ -278,6 +278,25 @@ class FactProbe:
     skip the repeats (advisor.scan)."""
 
 
+# What launchers and log collectors put before each line a rank prints, so that probes anchored at a
+# line's start still find their text: torchrun's `[rank3]:` / `[default3]:` (torch >= 2.3's
+# excepthook, --tee), Open MPI's --tag-output `[1,3]<stderr>:`, horovodrun's `[3]<stderr>:` (after
+# its own date), srun --label's `  3: `, pdsh's `host-3: ` (DeepSpeed's multi-node runner; a host
+# name with a digit, or an IPv4 address), Ray's `(RayTrainWorker pid=123, ip=10.0.0.3) `, and a
+# collector's timestamp (`2026-09-18 19:29:44 `, `[2024-03-18 17:38:50,208] `). Up to three, in any
+# order (a timestamp, then pdsh's host, then torchrun's rank).
+_TIMESTAMP_TAG = r"\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+_HOST_TAG = r"(?:[A-Za-z][\w-]{0,40}\d[\w-]{0,20}(?:\.[\w-]{1,63}){0,5}|\d{1,3}(?:\.\d{1,3}){3}): "
+LINE_PREFIX = (
+    r"(?:\[(?:rank|default)\d+\]:"
+    r"|\[\d+,\d+\]<std(?:out|err)>:"
+    r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+\]<std(?:out|err)>:"
+    r"| {0,5}\d{1,5}: "
+    r"|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\) "
+    rf"|{_TIMESTAMP_TAG}|{_HOST_TAG}){{0,3}}"
+)
+
+
 FACT_PROBES: list[FactProbe] = [
     # ProcessGroupNCCL WorkNCCL descriptions (watchdog timeout, desync report, "Timeout at NCCL work")
     FactProbe("work-nccl", r"WorkNCCL\(SeqNum=\d+", ignore_case=False),
@@ -294,7 +313,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("world-size-kv", r"\b(?:world_size|WORLD_SIZE)[=:] ?(?P<world>\d+)"),
     FactProbe("nnodes", r"(?:--nnodes[= ]|\bnnodes[=:] ?|\bnum_nodes[=:] ?|NNODES=|--nodes[= ]|\bmin_nodes: ?)(?P<n>\d+)"),
     FactProbe("nproc", r"(?:--nproc[_-]per[_-]node[= ]|\bnproc_per_node[=:] ?|NPROC_PER_NODE=|\bdevices[=:] ?|\bgpus[=:] ?|\bnGpus )(?P<n>\d+)\b"),
-    FactProbe("nccl-host", r"(?m)^(?:\[(?:rank|default)\d+\]:)?(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL (?:INFO|WARN)|[\w/.]+:\d+ NCCL WARN)", ignore_case=False),
+    FactProbe("nccl-host", r"(?m)^" + LINE_PREFIX + r"(?P<host>[A-Za-z0-9][\w.-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL (?:INFO|WARN)|[\w/.]+:\d+ NCCL WARN)", ignore_case=False),
     FactProbe("nccl-test-rank", r"Rank +(?P<rank>\d+) (?:Group +\d+ )?(?:Pid +\d+ )?on +(?P<host>[\w.-]+) device +(?P<dev>\d+)"),
     # a rank's transport address is loopback: gloo's connect errors name the remote and local
     # addresses (gloo/transport/tcp: "SO_ERROR: Connection refused, remote=[127.0.0.1]:port",
@@ -305,7 +324,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
-    FactProbe("exception-line", r"(?m)^(?:\[(?:rank|default)\d+\]:)? ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
+    FactProbe("exception-line", r"(?m)^" + LINE_PREFIX + r" ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
     FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
     FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+), in (?P<func>[\w<>.]+)', ignore_case=False),
     # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
@@ -316,7 +335,7 @@ FACT_PROBES: list[FactProbe] = [
     # torch.distributed.elastic's ChildFailedError summary: the "Root Cause" block names the rank
     # that failed first (errors/__init__.py, torch 1.9-2.13)
     FactProbe("root-cause-header", r"Root Cause \(first observed failure\):", ignore_case=False),
-    FactProbe("elastic-rank", r"(?m)^\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
+    FactProbe("elastic-rank", r"(?m)^" + LINE_PREFIX + r"\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
     # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
@@ -334,7 +353,7 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("titan-model-size", r"size: (?P<n>\d{1,3}(?:,\d{3})+) total parameters", recurring="latest"),
     # `nvidia-smi topo -m`: a GPU row lists its link to every other GPU (NV# = NVLink; PIX, PXB,
     # PHB, NODE, SYS = PCIe paths of increasing distance)
-    FactProbe("topo-row", r"(?m)^(?:\[(?:rank|default)\d+\]:)?\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
+    FactProbe("topo-row", r"(?m)^" + LINE_PREFIX + r"\s*GPU\d+(?:\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS)){2,}", ignore_case=False),
     FactProbe("backend-nccl", r"ProcessGroupNCCL|\bNCCL (?:INFO|WARN)\b|ncclSystemError|ncclInternalError|ncclUnhandledCudaError", ignore_case=False, recurring="first"),
     FactProbe("backend-gloo", r"ProcessGroupGloo|gloo/transport|\bgloo\b", ignore_case=False, recurring="first"),
     # ProcessGroupNCCL's log prefix, whose format some torch releases only print (shared/reference/

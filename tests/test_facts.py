@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from advisor.diagnose import read_log
 
 
@@ -189,3 +191,46 @@ def test_a_loopback_transport_address_and_gloo_world(kb):
                 "gpu7:81:81 [0] NCCL INFO NET/Socket : Using [0]eth0:10.4.0.7<0>\n"
                 "[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:38211\n")
     assert "loopback_transport" not in facts(kb, routable)
+
+
+# What launchers put before each line (advisor.facts.LINE_PREFIX): the probes anchored at a line's
+# start read through it.
+LAUNCHER_PREFIXES = [
+    "[rank1]:",                     # torchrun (torch >= 2.3's excepthook, --tee)
+    "worker-1: ",                   # pdsh, DeepSpeed's multi-node runner
+    "10.0.0.7: ",                   # pdsh with addresses in the hostfile
+    "[1,3]<stderr>:",               # Open MPI mpirun --tag-output
+    "Tue Jun  9 20:10:40 2020[1]<stderr>:",  # horovodrun
+    "  3: ",                        # srun --label
+    "(RayTrainWorker pid=4028, ip=10.0.0.3) ",  # Ray
+    "2026-09-18 19:29:44 [rank1]:",  # a collector's timestamp, then torchrun's prefix
+    "[2024-03-18 17:38:50,208] ",
+]
+
+
+@pytest.mark.parametrize("prefix", LAUNCHER_PREFIXES)
+def test_line_anchored_facts_read_through_launcher_prefixes(kb, prefix):
+    from advisor.facts import FACT_PROBES
+    from advisor.regex import compile_pattern
+
+    probes = {p.id: compile_pattern(p.pattern, p.ignore_case) for p in FACT_PROBES}
+    expect = [
+        ("exception-line", "KeyError: 'label_17'", "type", "KeyError"),
+        ("nccl-host", "gpu-node7:4711:4790 [3] NCCL INFO Channel 00/02 :    0   1", "host", "gpu-node7"),
+        ("elastic-rank", "  rank      : 3 (local_rank: 3)", "rank", "3"),
+        ("topo-row", "GPU0     X      NV12    SYS", None, None),
+    ]
+    for probe, line, group, value in expect:
+        m = probes[probe].search(prefix + line)
+        assert m is not None, (probe, prefix)
+        assert group is None or m.group(group) == value, (probe, prefix, m.group(group))
+    log = "\n".join(prefix + line for line in [
+        "Traceback (most recent call last):", '  File "/work/train.py", line 40, in compute', "    return table[key]",
+        "KeyError: 'label_17'"])
+    assert facts(kb, log)["user_exception"] == "KeyError: 'label_17'"
+
+
+def test_an_exception_message_naming_another_exception_keeps_the_raised_type(kb):
+    f = facts(kb, "Traceback (most recent call last):\n  File \"/w/t.py\", line 1, in <module>\n"
+                  "RuntimeError: ValueError raised in a worker\n")
+    assert f["user_exception"].startswith("RuntimeError: ValueError")
