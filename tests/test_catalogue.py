@@ -257,3 +257,30 @@ def test_a_refines_that_names_no_message_or_an_unrelated_one_is_a_kb_error(kb):
     assert any("unknown message id 'nccl-misc.no-such-format'" in p for p in problems)
     assert any("nccl-ib.call-ibv-poll-cq-returned and this message share no line" in p for p in problems)
     assert not [e for e in cross_check(kb) if "refines" in e.field]
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: You need to use at least 2 processes to use `--multi_gpu`.",
+    "ValueError: Less than two GPU ids were configured and tried to run on multiple GPUs. Please ensure at least two are "
+    "specified for `--gpu_ids`, or use `--gpu_ids='all'`.",
+    "lightning.fabric.utilities.exceptions.MisconfigurationException: `Trainer(devices=4)` value is not a valid input "
+    "using cuda accelerator.",
+    "ValueError: LOCAL_RANK must be set before selecting a local device.",
+])
+def test_a_launcher_refusing_its_process_or_device_count_is_a_world_size_misconfiguration(kb, line):
+    """accelerate launch, Lightning's accelerator connector and torchtitan stop before any process
+    group exists when the processes, GPUs or nodes asked for do not fit: the world-size cause leads."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    d = diagnose(DiagnoseRequest(log=line), kb)
+    assert d.causes[0].id == "world-size-mismatch" and d.causes[0].code == "rank-world-size-misconfig"
+
+
+def test_accelerates_rtx_4000_notice_is_harmless(kb):
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    d = diagnose(DiagnoseRequest(log="Using RTX 4000 series which doesn't support faster communication speedups. "
+                                     "Ensuring P2P and IB communications are disabled."), kb)
+    assert d.causes[0].benign and d.status != "diagnosed"
