@@ -77,6 +77,7 @@ _SPECS = [
     FactSpec("user_exception", "str", "the first application exception (not a distributed-machinery one), type: message"),
     FactSpec("exception_before_timeout", "bool", "an application exception came before the first timeout"),
     FactSpec("exception_in_framework", "bool", "the failing traceback's innermost non-torch frame is inside a training framework's own code"),
+    FactSpec("exception_catalogued", "bool", "the failing exception's line is a catalogued message that names its cause (a check the software makes on purpose, not a bug in it)"),
     FactSpec("exception_module", "str", "package of that frame (a framework id, or 'user')"),
     FactSpec("rank0_silent", "bool", "other ranks reported a failure but rank 0 did not (rank 0 is usually the one doing extra work)"),
     FactSpec("exit_code", "int", "first non-zero exit code a launcher reported"),
@@ -509,6 +510,8 @@ class FactCollector:
     hosts: dict[str, set[int]] = field(default_factory=dict)
     phase_now: tuple[str, int, str] | None = None
     phase_at_failure: tuple[str, int, str] | None = None
+    cause_lines: set[int] = field(default_factory=set)
+    """lines holding a catalogued message that points to a cause (bounded)."""
     printed: list[tuple[str, str, tuple[str, ...], int, str]] = field(default_factory=list)
     """(component, message id or prefix probe, version specifiers its wording fits, line, text) per
     dated message (advisor.dating), the first sighting of each."""
@@ -939,6 +942,11 @@ class FactCollector:
     def _on_backend_gloo(self, hit: LineHit) -> None:
         self._set("backend", "gloo", hit)
 
+    def on_cause_message(self, hit: LineHit) -> None:
+        """A line holds a catalogued message that names a cause."""
+        if len(self.cause_lines) < 4096:
+            self.cause_lines.add(hit.line_no)
+
     def date_message(self, component: str, message_id: str, specs: tuple[str, ...], hit: LineHit) -> None:
         """A catalogued message whose printed wording only some releases of its software print."""
         if len(self.printed) < 64:
@@ -1182,6 +1190,9 @@ class FactCollector:
             owner = self.exception_owner
             put("exception_module", owner, detail="innermost traceback frame outside torch")
             put("exception_in_framework", owner not in ("user", "library"), detail="read from the traceback's frames")
+        if "user_exception" in out and out["user_exception"].origin == "log":
+            put("exception_catalogued", out["user_exception"].line in self.cause_lines, out["user_exception"].line,
+                origin="inferred", detail="whether the exception's line is a catalogued message that names its cause")
         user_exc = [x for x in self.exceptions if not x[3]]
         if user_exc and self.first_timeout_line is not None:
             put("exception_before_timeout", user_exc[0][0] < self.first_timeout_line, user_exc[0][0], None, origin="inferred")

@@ -125,6 +125,8 @@ class SignatureCollector:
                 self.facts.capture(fact, value, hit)
         for fact, value in message.sets.items():
             self.facts.establish(fact, value, hit)
+        if message.role == "cause":
+            self.facts.on_cause_message(hit)
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
         """The timestamp of the hit's line, read once per line (a giant line can hold a million hits)."""

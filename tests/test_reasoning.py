@@ -560,3 +560,27 @@ def test_rank0_silent_under_torchrun_s_summary():
                "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4242)\n")
     assert run(timeout + summary).facts["rank0_silent"] is True
     assert "rank0_silent" not in run(timeout).facts
+
+
+# A framework's own check raised at launch (accelerate 1.15 on torch 2.13, kb/recorded) and a bug-like
+# exception in the same framework file: only the second reads as a framework fault.
+FRAMEWORK_CHECK = """\
+Traceback (most recent call last):
+  File "/workspace/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line 1391, in launch_command
+    args, defaults, mp_from_config_flag = _validate_launch_command(args)
+  File "/workspace/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line 1209, in _validate_launch_command
+    raise ValueError("You need to use at least 2 processes to use `--multi_gpu`.")
+ValueError: You need to use at least 2 processes to use `--multi_gpu`.
+"""
+FRAMEWORK_BUG = FRAMEWORK_CHECK.replace(
+    'raise ValueError("You need to use at least 2 processes to use `--multi_gpu`.")', "nproc = args.num_processes + None").replace(
+    "ValueError: You need to use at least 2 processes to use `--multi_gpu`.", "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'")
+
+
+def test_a_check_the_framework_raises_on_purpose_is_not_a_framework_bug():
+    check = diagnose(DiagnoseRequest(log=FRAMEWORK_CHECK))
+    assert check.facts["exception_in_framework"] is True and check.facts["exception_catalogued"] is True
+    assert check.causes[0].id == "world-size-mismatch" and check.status == "diagnosed"
+    bug = diagnose(DiagnoseRequest(log=FRAMEWORK_BUG))
+    assert bug.facts["exception_catalogued"] is False
+    assert bug.causes[0].id == "framework-internal-error"
