@@ -265,3 +265,12 @@ def test_a_phase_the_log_shows_is_evidence(kb):
     """The Trainer's own save line right before the timeout: the log shows the save never ended."""
     d = run(kb, "[INFO|trainer.py:3984] 2025-01-10 12:00:01,123 >> Saving model checkpoint to /ckpt/checkpoint-500\n" + SAVE_TIMEOUT)
     assert d.causes[0].code == "checkpoint-save-straggler" and d.status == "diagnosed"
+
+
+def test_ncclremoteerror_lists_both_networks_it_can_come_from(kb):
+    """ncclRemoteError ('remote process exited or there was a network error') ends NCCL's socket
+    failures as well as its InfiniBand ones: both transports' causes are candidates."""
+    d = run(kb, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, "
+                "remote process exited or there was a network error, NCCL version 2.18.6")
+    ids = [c.id for c in d.causes[:3]]
+    assert "ib-rdma-fault" in ids and "wrong-socket-interface" in ids and d.status != "diagnosed"
