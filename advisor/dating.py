@@ -56,14 +56,14 @@ def _wording_regex(text: str):
     return compile_pattern("".join(parts), True), literal
 
 
-def _fit(text: str, line: str) -> tuple[int, bool]:
-    """How much of a wording's literal text `line` shows, as (characters, whether all of it): the
-    longest run of its first words that matches. A line can be cut (a paste, a terminal) or go on
-    past a wording's first line, so a wording is judged by how far the line follows it."""
-    words = text.split("\n", 1)[0].split(" ")
-    regex, literal = _wording_regex(" ".join(words))
-    if regex.search(line) is not None:
-        return literal, True
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def _partial(text: str, line: str) -> int:
+    """How much of a wording's literal text a line shows that does not hold all of it: the longest
+    run of its first words that matches (a line can be cut by a paste or a terminal)."""
+    words = _first_line(text).split(" ")
     lo, hi = 0, len(words) - 1  # words[:lo] matches (trivially for 0); words[:hi + 1] does not
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -71,7 +71,7 @@ def _fit(text: str, line: str) -> tuple[int, bool]:
             lo = mid
         else:
             hi = mid - 1
-    return (_wording_regex(" ".join(words[:lo]))[1] if lo else 0), False
+    return _wording_regex(" ".join(words[:lo]))[1] if lo else 0
 
 
 def printed_specs(message: schema.Message, line: str) -> tuple[str, ...] | None:
@@ -80,11 +80,17 @@ def printed_specs(message: schema.Message, line: str) -> tuple[str, ...] | None:
 
     The wording the line follows furthest is the one printed (an older wording can be the start of a
     newer one; a wording's tail can differ), a complete one before a cut one; where several follow it
-    equally far (a line cut before they part), any of them could be."""
+    equally far (a line cut before they part), any of them could be. A wording is searched word by
+    word only when it could follow the line further than a complete match does (first sightings of
+    dated messages only, but a log can hold hundreds)."""
     options = [(message.text, message.versions), *((w.text, w.versions) for w in message.wording)]
     if not any(spec for _, spec in options):
         return None
-    fits = [(_fit(text, line), spec) for text, spec in options]
+    compiled = [(_wording_regex(_first_line(text)), text, spec) for text, spec in options]
+    fits = [((literal, True), spec) for (regex, literal), _, spec in compiled if regex.search(line) is not None]
+    floor = max((fit[0] for fit, _ in fits), default=0)
+    fits += [((_partial(text, line), False), spec) for (regex, literal), text, spec in compiled
+             if literal > floor and regex.search(line) is None]
     best = max(fit for fit, _ in fits)
     specs = {spec for fit, spec in fits if fit == best} if best[0] else {spec for _, spec in options}
     if "" in specs:
