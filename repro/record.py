@@ -161,6 +161,25 @@ def free_port() -> int:
             return port
 
 
+def closed_port() -> tuple[int, socket.socket]:
+    """A port kept closed for a whole run: bound (without SO_REUSEADDR) and never listening, so a
+    connection to it is refused and no other program (a concurrent run, another CI job on the host)
+    can start listening there while the run expects nothing to (the wrong-port scenarios)."""
+    with _ports_lock:
+        while True:
+            port = random.randrange(20000, 32000)
+            if port in _ports_given:
+                continue
+            s = socket.socket()
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                s.close()
+                continue
+            _ports_given.add(port)
+            return port, s
+
+
 def hold(port: int) -> socket.socket:
     """Another program listening on `port` (the port-in-use scenarios)."""
     s = socket.socket()
@@ -189,7 +208,8 @@ def execute(run: Run, python: str = sys.executable) -> Result:
     workdir = SCRATCH / run.id
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    ports = {"port": free_port(), "port2": free_port(), "closed_port": free_port()}
+    closed, keeper = closed_port()
+    ports = {"port": free_port(), "port2": free_port(), "closed_port": closed}
     commands = [render(c, ports) for c in run.commands]
     env = environment(run, python)
     for key, value in list(env.items()):
@@ -234,6 +254,7 @@ def execute(run: Run, python: str = sys.executable) -> Result:
         os.close(read_fd)
         if holder is not None:
             holder.close()
+        keeper.close()
     seconds = time.monotonic() - start
     text = normalise(b"".join(chunks).decode("utf-8", "replace"))
     codes = [p.returncode for p in procs]
