@@ -118,15 +118,12 @@ def date_release(software: str, releases: list[str], printed: list[tuple[str, tu
     showed; None when they say nothing, contradict each other, or the oldest mined one still fits."""
     if not releases:
         return None
-    everything = set(range(len(releases)))
-    fit, used = set(everything), []
-    for message_id, specs in printed:
-        this = {i for i, r in enumerate(releases) if any(parse_version(r) in parse_specifier(s) for s in specs)}
-        if not this & fit:
-            return None
-        if this & fit != fit:
-            used.append(message_id)
-        fit &= this
-    if fit == everything or not used or 0 in fit:
+    from advisor.frames import narrow
+
+    found = narrow(len(releases), [(message_id, {i for i, r in enumerate(releases)
+                                                 if any(parse_version(r) in parse_specifier(s) for s in specs)})
+                                   for message_id, specs in printed])
+    if found is None:
         return None
-    return DatedRelease(software, tuple(releases[i] for i in sorted(fit)), tuple(used), releases[-1])
+    fit, used = found
+    return DatedRelease(software, tuple(releases[i] for i in fit), tuple(used), releases[-1])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from advisor.knowledge import builtin_kb_dir
 
@@ -130,20 +131,30 @@ def nccl_version_range(sites: list[tuple[str, int]]) -> VersionRange | None:
     return _narrow("nccl", table["versions"], [(Frame("nccl", p, n, "WARN"), fits(p, n)) for p, n in sites])
 
 
-def _narrow(package: str, versions: list[str], fits: list[tuple[Frame, set[int] | None]]) -> VersionRange | None:
-    """Intersect what each frame allows (None: the frame has no say). None when they contradict, say
-    nothing (every release fits), or the oldest mined release still fits: releases older than the
-    table may fit too, and a too-old install would read as a newer one."""
-    fit = set(range(len(versions)))
-    used: list[Frame] = []
-    for frame, this in fits:
+def narrow(count: int, fits: list[tuple[Any, set[int] | None]]) -> tuple[list[int], list[Any]] | None:
+    """Intersect the release indices (of `count` mined releases, oldest first) each piece of
+    evidence allows (None: it has no say). The indices that fit all, with the evidence that narrowed
+    them; None when the pieces contradict each other, say nothing (every release fits), or the oldest
+    mined release still fits: older releases may fit too, and a too-old install would read as a
+    newer one. Shared by traceback frames (here) and message wordings (advisor.dating)."""
+    fit = set(range(count))
+    used: list[Any] = []
+    for evidence, this in fits:
         if this is None:
             continue
         if not this & fit:
             return None
         if this & fit != fit:
-            used.append(frame)
+            used.append(evidence)
         fit &= this
-    if len(fit) == len(versions) or not used or 0 in fit:
+    if len(fit) == count or not used or 0 in fit:
         return None
-    return VersionRange(package, tuple(versions[i] for i in sorted(fit)), tuple(used), versions[-1])
+    return sorted(fit), used
+
+
+def _narrow(package: str, versions: list[str], fits: list[tuple[Frame, set[int] | None]]) -> VersionRange | None:
+    found = narrow(len(versions), fits)
+    if found is None:
+        return None
+    fit, used = found
+    return VersionRange(package, tuple(versions[i] for i in fit), tuple(used), versions[-1])

@@ -19,6 +19,7 @@ Usage:  .venv/bin/python tools/mine/cuda_runtime.py [--cache ~/.cache/cuda-mine]
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import subprocess
 import sys
@@ -33,7 +34,8 @@ WHEELS = [("nvidia-cuda-runtime-cu12", "12.9.79")]
 SOURCE = "src/include/checks.h (CUDACHECK; cudawrap.h CUCHECK from 2.19.1), text from cudaGetErrorString"
 
 # CUDA errors torch's c10-cuda entries do not carry, with what they mean here (CUDA runtime API
-# documentation of the error code) and the causes they point to.
+# documentation of the error code, https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html:
+# cudaErrorSystemNotReady) and the causes they point to.
 EXTRA = {
     "system not yet initialized": {
         "slug": "system-not-ready",
@@ -106,10 +108,15 @@ GENERAL = ("nccl-misc.cuda-failure", "nccl-misc.cuda-failure-3")
 """NCCL's general `Cuda failure` formats (runtime and driver call) that these entries are instances of."""
 
 
+@functools.lru_cache(maxsize=1)
+def _general() -> dict[str, dict]:
+    return {m["id"]: m for m in (load("nccl-misc") or {"messages": []})["messages"] if m["id"] in GENERAL}
+
+
 def sharing(entry: dict) -> list[str]:
     """The general formats that claim a line of this entry, or whose line this entry claims (the
     catalogue's collision check lets an instance and its format share lines only when declared)."""
-    general = {m["id"]: m for m in (load("nccl-misc") or {"messages": []})["messages"] if m["id"] in GENERAL}
+    general = _general()
     out = []
     for mid, m in general.items():
         theirs = m.get("sample") or m["text"]
