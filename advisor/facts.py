@@ -965,8 +965,9 @@ class FactCollector:
         v = dict(self.values)
         out: dict[str, FactValue] = {}
 
-        def put(name: str, value: Any, line: int | None = None, text: str | None = None, origin: str = "log", detail: str | None = None) -> None:
-            out[name] = FactValue(value=value, origin=origin, line=line, text=text, detail=detail)
+        def put(name: str, value: Any, line: int | None = None, text: str | None = None, origin: str = "log",
+                detail: str | None = None, basis: str | None = None) -> None:
+            out[name] = FactValue(value=value, origin=origin, line=line, text=text, detail=detail, basis=basis)
 
         for name, val in v.items():
             put(name, val.value, val.line, val.text, val.origin, val.detail)
@@ -1013,14 +1014,16 @@ class FactCollector:
         if self.nccl_sites and "nccl_version" not in out:
             found = nccl_version_range(self.nccl_sites)
             if found is not None:
-                put("nccl_version", list(found.versions), None, None, origin="inferred", detail=found.describe())
+                put("nccl_version", list(found.versions), None, None, origin="inferred", detail=found.describe(),
+                    basis="NCCL source lines")
         for package, frames in self.package_frames.items():
             name = f"{package}_version"
             if name not in FACTS or name in out:
                 continue
             found = version_range(frames)
             if found is not None:
-                put(name, list(found.versions), None, None, origin="inferred", detail=found.describe())
+                put(name, list(found.versions), None, None, origin="inferred", detail=found.describe(),
+                    basis="traceback frames")
 
     def _finalize_printed_versions(self, put, out, releases: dict[str, tuple[str, list[str]]]) -> None:
         """A release from the wordings the log shows (advisor.dating), for each software whose
@@ -1046,7 +1049,8 @@ class FactCollector:
             found = date_release(software, mined[software], printed)
             if found is not None:
                 line, text = first[software]
-                put(name, list(found.versions), line, text, origin="inferred", detail=found.describe())
+                put(name, list(found.versions), line, text, origin="inferred", detail=found.describe(),
+                    basis="message wording")
 
     def _finalize_open_tracebacks(self, put, out) -> None:
         """A traceback cut off before its exception line (a truncated paste) still shows where it

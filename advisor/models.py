@@ -36,6 +36,8 @@ class FactValue(Model):
     line: int | None = None
     text: str | None = None
     detail: str | None = None
+    # what an inferred release was read from, so explanations can say how it is known
+    basis: Literal["message wording", "traceback frames", "NCCL source lines"] | None = None
 
 
 def fact_text(value: Any) -> str:

@@ -242,9 +242,8 @@ def _torch_note(ctx: Context) -> str:
     if fact is None or not fact.value:
         return ""
     how = ""
-    if fact.origin == "inferred":
-        wording = (fact.detail or "").startswith(("the wording of", "message wording"))
-        how = " (inferred from the message wording)" if wording else " (inferred from traceback frames)"
+    if fact.origin == "inferred" and fact.basis:
+        how = f" (inferred from the {fact.basis})"
     return f"; you have torch {fact_text(fact.value)}{how}"
 
 

@@ -74,6 +74,7 @@ def test_a_dated_release_settles_what_a_cause_requires(kb):
     lead = next(c for c in diagnosis.causes if c.id == "nccl-heartbeat-monitor")
     assert "torch_version" not in lead.unconfirmed
     assert diagnosis.fact_sources["torch_version"].origin == "inferred"
+    assert diagnosis.fact_sources["torch_version"].basis == "message wording"
     # the timeout's explanation says how the version is known
     assert "you have torch 2.3.1 .. 2.4.1 (inferred from the message wording)" in str(diagnosis.timeout.model_dump())
 

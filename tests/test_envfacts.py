@@ -103,7 +103,7 @@ def test_cli_suggest_env(cli, tmp_path):
     result = cli("suggest", "--error", TIMEOUT, "--env", str(ENV / "node0.json"), "--json")
     assert result.code in (0, 1)
     assert result.json["fact_sources"]["nccl_version"] == {"value": "2.21.5", "origin": "env", "line": None, "text": None,
-                                                           "detail": "env snapshot node0.json: nvidia-nccl-cu12 package"}
+                                                           "detail": "env snapshot node0.json: nvidia-nccl-cu12 package", "basis": None}
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     result = cli("suggest", "--error", TIMEOUT, "--env", str(bad))

@@ -84,6 +84,7 @@ def test_the_staging_cleanup_traceback_dates_transformers_4_38(kb):
     fact = facts.values["transformers_version"]
     assert fact.value == ["4.38.0", "4.38.1", "4.38.2"] and fact.origin == "inferred"
     assert "trainer.py line" in fact.detail and "4.38.0 .. 4.38.2" in fact.detail
+    assert fact.basis == "traceback frames"
     d = run(kb, CASE)
     assert d.causes[0].id == "transformers-staging-cleanup-race"
 
@@ -214,6 +215,7 @@ def test_nccl_warning_lines_date_nccl(kb):
     2.21.5), so the version is still asked; with shm.cc:433 (2.19.1-2.20.5) the bug's releases are certain."""
     fact = read_log(kb, TRUNCATED).facts.values["nccl_version"]
     assert fact.value[0] == "2.19.1" and fact.value[-1] == "2.22.3" and "bootstrap.cc:77" in fact.detail
+    assert fact.basis == "NCCL source lines"
     d = run(kb, TRUNCATED)
     assert "nccl_version" in [q.id for q in d.questions]
     both = SHM_LOCALITY + TRUNCATED
