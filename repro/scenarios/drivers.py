@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-from common import TIMEOUT, TokenDataset, env_rank, hf_args, hf_init_gloo, init_gloo, lightning_module_class, lightning_trainer, say, tiny_llama, tiny_net
+from common import (TIMEOUT, TokenDataset, env_rank, hf_args, hf_init_gloo, init_gloo, lightning_module_class, lightning_trainer, say,
+                    text_dataset, tiny_llama, tiny_net, tiny_tokenizer)
 
-FRAMEWORKS = ("torch", "spawn", "hf", "lightning", "lightning-cli", "accelerate")
+FRAMEWORKS = ("torch", "spawn", "hf", "trl", "lightning", "lightning-cli", "accelerate")
 
 
 class Trap:
@@ -49,6 +50,8 @@ def drive(framework: str, failure, workers: int = 0, after: int = 10, cli_args: 
         mp.spawn(_spawned, args=(failure, workers, after), nprocs=2)
     elif framework == "hf":
         _hf(Trap(TokenDataset(), failure, after), workers)
+    elif framework == "trl":
+        _trl(failure, workers, after)
     elif framework in ("lightning", "lightning-cli"):
         _lightning(framework, Trap(regression_dataset(), failure, after), workers, cli_args or [])
     elif framework == "accelerate":
@@ -90,6 +93,22 @@ def _hf(dataset, workers: int) -> None:
     if args.should_log:  # as the transformers example scripts do
         transformers.utils.logging.set_verbosity_info()
     Trainer(model=tiny_llama(), args=args, train_dataset=dataset).train()
+
+
+def _trl(failure, workers: int, after: int) -> None:
+    """TRL's SFTTrainer over texts it tokenizes itself; the trap wraps the tokenized dataset, so the
+    failure meets TRL's own collator and training loop."""
+    hf_init_gloo()
+    import transformers
+    from trl import SFTConfig, SFTTrainer
+
+    config = hf_args(SFTConfig, max_length=32, bf16=False, dataloader_num_workers=workers)
+    if config.should_log:  # as the transformers example scripts do
+        transformers.utils.logging.set_verbosity_info()
+    trainer = SFTTrainer(model=tiny_llama(), args=config, train_dataset=text_dataset(), processing_class=tiny_tokenizer())
+    tokenized = trainer.train_dataset.remove_columns([c for c in trainer.train_dataset.column_names if c == "text"])
+    trainer.train_dataset = Trap(tokenized, failure, after)
+    trainer.train()
 
 
 def _lightning(framework: str, dataset, workers: int, cli_args: list[str]) -> None:
