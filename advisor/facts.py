@@ -69,6 +69,8 @@ _SPECS = [
     FactSpec("rendezvous_host", "str", "master / rendezvous address the ranks connect to"),
     FactSpec("loopback_transport", "bool", "a rank's gloo or NCCL transport address is a loopback one (127.x, ::1, lo): "
              "ranks on other machines cannot reach it"),
+    FactSpec("nccl_failed_transport", "str", "the NCCL transport module NCCL's error trail first passes through "
+             "(src/transport/<module> in an `INFO file:line -> code` line)", ("ib", "socket", "p2p", "shm", "nvls", "collnet")),
     FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
     FactSpec("clients_joined", "int", "ranks that joined the store before it timed out"),
     FactSpec("first_failure", "str", "kind of the earliest failure (cascade excluded)",
@@ -322,6 +324,12 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
     # NCCL prints the source line of each warning: the lines date the NCCL build (advisor.frames)
     FactProbe("nccl-warn-site", r"\] (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) NCCL WARN", ignore_case=False),
+    # NCCL's error trail ("file:line -> code", src/include/checks.h) prints each source file an error
+    # passes through: one under src/transport/ names the transport that failed (net_ib.cc/.cu and
+    # net_ib/*.cc InfiniBand/RoCE verbs, net_socket TCP, p2p, shm, nvls, coll_net). Only the trail
+    # counts: a WARN line is already its own catalogued message (one line, one vote). NCCL < 2.4
+    # printed "INFO" without the "NCCL" word.
+    FactProbe("nccl-transport-site", r"\bINFO transport/(?P<transport>net_ib|net_socket|p2p|shm|nvls|coll_net)(?:/\w{1,40})?\.(?:cc|cu):\d{1,6} -> -?\d", ignore_case=False),
     FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
@@ -440,6 +448,7 @@ def hit_line(hit: LineHit, limit: int = 300) -> str:
     return near_hit(hit, limit // 3, limit - limit // 3)[:limit]
 
 
+_TRANSPORTS = {"net_ib": "ib", "net_socket": "socket", "coll_net": "collnet"}  # NCCL source module -> fact value
 _MAX_RANKS = 8192
 ERROR_SAMPLE = 32
 _MAX_EVENTS = 256
@@ -750,6 +759,11 @@ class FactCollector:
         site = (hit.group("file") or "", line)
         if line is not None and site not in self.nccl_sites and len(self.nccl_sites) < 64:
             self.nccl_sites.append(site)
+
+    def _on_nccl_transport_site(self, hit: LineHit) -> None:
+        if "nccl_failed_transport" not in self.values:
+            module = hit.group("transport")
+            self._set("nccl_failed_transport", _TRANSPORTS.get(module, module), hit)
 
     def _on_loopback_transport(self, hit: LineHit) -> None:
         if "loopback_transport" not in self.values:

@@ -234,3 +234,40 @@ def test_an_exception_message_naming_another_exception_keeps_the_raised_type(kb)
     f = facts(kb, "Traceback (most recent call last):\n  File \"/w/t.py\", line 1, in <module>\n"
                   "RuntimeError: ValueError raised in a worker\n")
     assert f["user_exception"].startswith("RuntimeError: ValueError")
+
+
+def test_the_nccl_transport_that_failed_comes_from_its_source_file(kb):
+    """NCCL's error trail (`file:line -> code`) names each source file the error passed through; the
+    first under src/transport/ says which transport failed. A WARN line is not read for it: it is
+    already its own catalogued message (one line, one vote)."""
+    trail = ("gpu3:811:902 [2] misc/socket.cc:484 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<40021> failed : Connection reset by peer\n"
+             "gpu3:811:902 [2] NCCL INFO misc/socket.cc:565 -> 6\n"
+             "gpu3:811:902 [2] NCCL INFO transport/net_ib.cc:1120 -> 6\n"
+             "gpu3:811:902 [2] NCCL INFO transport/net.cc:848 -> 6\n"
+             "gpu3:811:902 [2] NCCL INFO transport/p2p.cc:402 -> 6\n")
+    assert facts(kb, trail)["nccl_failed_transport"] == "ib"
+    # NCCL < 2.4 printed WARN / INFO without "NCCL", from .cu files; newer releases split net_ib into a folder
+    old = "node1:54573:54696 [1] include/socket.h:194 WARN Call to recv failed : Connection reset by peer\nnode1:54573:54696 [1] INFO transport/net_socket.cu:537 -> 2\n"
+    assert facts(kb, old)["nccl_failed_transport"] == "socket"
+    split = "h:1:2 [0] NCCL INFO transport/net_ib/connect.cc:812 -> 3\n"
+    assert facts(kb, split)["nccl_failed_transport"] == "ib"
+    shm = "h:1:2 [0] NCCL INFO transport/shm.cc:590 -> 1\n"
+    assert facts(kb, shm)["nccl_failed_transport"] == "shm"
+    # near misses: a connection announcement, a WARN site, a CUDA failure NCCL ignored (INFO), the generic net.cc
+    quiet = ("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+             "h:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.0.12<42301> with status=12\n"
+             "h:1:2 [0] NCCL INFO transport/p2p.cc:7 Cuda failure 'invalid argument'\n"
+             "h:1:2 [0] NCCL INFO transport/net.cc:848 -> 6\n")
+    assert "nccl_failed_transport" not in facts(kb, quiet)
+
+
+def test_an_error_trail_through_the_ib_transport_points_to_infiniband(kb):
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    log = ("node1:54573:54696 [1] include/socket.h:194 WARN Call to recv failed : Connection reset by peer\n"
+           "node1:54573:54696 [1] INFO transport/net_ib.cu:537 -> 2\n"
+           "node1:54573:54696 [1] INFO bootstrap.cu:169 -> 2\n")
+    assert diagnose(DiagnoseRequest(log=log), kb).causes[0].code == "infiniband-rdma-issue"
+    socket = log.replace("net_ib.cu", "net_socket.cu")
+    assert diagnose(DiagnoseRequest(log=socket), kb).causes[0].code != "infiniband-rdma-issue"
