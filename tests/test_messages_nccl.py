@@ -108,6 +108,16 @@ def test_a_warn_wrapped_across_lines_is_still_one_message(kb):
      "nccl-socket.connect-failed"),
     ("node2:1:1 [1] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<52121> with error 12, "
      "opcode 0, len 0, vendor err 129", "nccl-ib.net-ib-got-completion-peer-status-opcode"),
+    # NCCL 2.4-2.9 wordings (torch 1.x), mined from the release tags' sources
+    ("node2:1:1 [1] transport/net_ib.cc:788 NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129",
+     "nccl-ib.net-ib-got-completion-peer-status-opcode"),
+    ("gpu-a:1:1 [0] init.cc:993 NCCL WARN Mismatched collective detected, please check your collective calls at and around "
+     "rank 3. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs",
+     "nccl-init.mismatched-collective-detected-please-check-your-collective"),
+    ("gpu-a:1:1 [0] transport/p2p.cc:151 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported between "
+     "these two devices", "nccl-transport.failed-open-cuda-ipc-handle"),
+    ("gpu-a:1:1 [0] include/socket.h:403 NCCL WARN Connect to 10.0.0.1<39133> failed : Connection refused",
+     "nccl-socket.connect-failed"),
 ])
 def test_lines_that_name_a_cause_point_to_it(kb, line, message):
     assert message in recognised(kb, line + "\n")
@@ -119,7 +129,7 @@ def test_every_nccl_message_file_cites_the_releases_and_wheels_it_was_mined_from
         if info["software"] != "nccl":
             continue
         artifacts = " ".join(a["artifact"] for a in info["mined_from"])
-        assert "v2.10.3-1" in artifacts and "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
+        assert "v2.4.2-1" in artifacts and "v2.10.3-1" in artifacts and "v2.18.1-1" in artifacts and "v2.29.7-1" in artifacts, name
         assert "nvidia-nccl-cu12==2.21.5 libnccl.so.2" in artifacts, name
 
 

@@ -17,7 +17,7 @@ What it does, for every NCCL release tag in a range:
    says it still needs reading (`NEEDS_REVIEW`); `--report` lists them.
 
 Usage (from the repository root):
-    python tools/mine/nccl.py --repo ~/src/nccl --from 2.10.3 --to 2.29.7 --binaries pinned
+    python tools/mine/nccl.py --repo ~/src/nccl --from 2.4.2 --to 2.29.7 --binaries pinned
     python tools/mine/nccl.py --repo ~/src/nccl --tags v2.30.3-1 ... --dry-run --report
 """
 
@@ -745,8 +745,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=os.environ.get("NCCL_REPO"), required="NCCL_REPO" not in os.environ,
                     help="a git clone of github.com/NVIDIA/nccl with its release tags (bare is fine); or $NCCL_REPO")
-    ap.add_argument("--from", dest="lo", default="2.10.3",
-                    help="first NCCL release to mine (default: the NCCL torch 1.11/1.12 ship)")
+    ap.add_argument("--from", dest="lo", default="2.4.2",
+                    help="first NCCL release to mine (default: 2.4.2; torch 1.x built with 2.4 .. 2.10, and "
+                         "public threads still paste logs of those releases)")
     ap.add_argument("--to", dest="hi", default="2.29.7", help="last NCCL release to mine (default: what torch 2.13 pins)")
     ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
     ap.add_argument("--binaries", choices=("none", "pinned", "all"), default="all",
