@@ -227,9 +227,12 @@ def test_nccl_warning_lines_date_nccl(kb):
 def test_nccl_sites_that_fit_nothing_or_the_oldest_release_date_nothing(kb):
     # a known file whose line holds no WARN in any mined release (a patched build)
     assert "nccl_version" not in read_log(kb, "h:1:1 [0] bootstrap.cc:3 NCCL WARN whatever\n").facts.values
-    # misc/ibvwrap.cc:63 is a WARN in 2.10.3, the oldest mined, and in NCCL 2.4.8 too: older builds fit as well
-    old = "h:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+    # include/shm.h:48 is a WARN from 2.4.2, the oldest mined, to 2.11.4: older builds may fit as well
+    old = "h:1:1 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-6c6b-0-1-0 (size 9637888)\n"
     assert "nccl_version" not in read_log(kb, old).facts.values
+    # misc/ibvwrap.cc:63 is a WARN from 2.4.6 to 2.10.3, not in 2.4.2: that bounds it on both sides
+    ibv = "h:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+    assert read_log(kb, ibv).facts.values["nccl_version"].value[0] == "2.4.6"
     # a network plugin's own file is not NCCL's
     assert "nccl_version" not in read_log(kb, "h:1:1 [0] nccl_ofi_net.c:412 NCCL WARN NET/OFI oops\n").facts.values
     # the banner wins

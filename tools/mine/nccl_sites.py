@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nccl  # noqa: E402  (tools/mine/nccl.py)
 from frames import OUT, ROOT, _ranges  # noqa: E402  (tools/mine/frames.py)
 
-OLDEST, NEWEST = "2.10.3", "2.29.7"
+OLDEST, NEWEST = "2.4.2", "2.29.7"
 
 
 def sites_of(extract: dict) -> set[tuple[str, int]]:
