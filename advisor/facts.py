@@ -535,6 +535,7 @@ class FactCollector:
     frames_seen: bool = False
     exception_owner: str | None = None
     first_timeout_line: int | None = None
+    first_nccl_error_line: int | None = None  # the first line NCCL's own error (ncclGetErrorString text) was reported on
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
     error_lines: int = 0
     announced: dict[int, int] = field(default_factory=dict)  # global rank -> times a process announced it
@@ -575,6 +576,8 @@ class FactCollector:
             self.step_at_failure = self.step_now
         if event.kind in ("timeout", "heartbeat", "store-timeout") and self.first_timeout_line is None:
             self.first_timeout_line = event.line
+        if event.kind == "nccl-error" and self.first_nccl_error_line is None:
+            self.first_nccl_error_line = event.line
 
     # -- helpers --
     def capture(self, name: str, raw: str, hit: LineHit) -> None:
@@ -1076,6 +1079,8 @@ class FactCollector:
                 continue
             if self.first_timeout_line is not None and line > self.first_timeout_line:
                 continue  # printed after a collective timed out: the stack of a rank that was waiting
+            if self.first_nccl_error_line is not None and line > self.first_nccl_error_line:
+                continue  # printed after NCCL reported an error: most likely that error's own stack
             if all(frame_owner(path) == "torch" for path in frames):
                 continue  # only interpreter/torch frames: nothing says whose error it was
             owner = _caller(frames)

@@ -116,6 +116,30 @@ def test_cut_off_traceback_still_counts(kb):
     assert f["exception_module"] == "torchtitan"
 
 
+def test_a_cut_off_traceback_after_an_nccl_error_is_that_errors_stack(kb):
+    """A traceback printed after NCCL reported an error, and cut before its last line, is most likely
+    that error's own stack: it is not read as another rank's application exception."""
+    stack = ("Traceback (most recent call last):\n"
+             '  File "/opt/conda/bin/fairseq-train", line 33, in <module>\n'
+             '  File "/workspace/fairseq/fairseq_cli/train.py", line 352, in cli_main\n')
+    after = "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:514, invalid usage, NCCL version 2.6.3\n\n" + stack
+    assert "user_exception" not in facts(kb, after)
+    assert "cut off" in facts(kb, stack)["user_exception"]  # alone it still counts
+
+
+def test_invalid_usage_at_set_up_points_to_two_ranks_on_one_gpu(kb):
+    """Without NCCL_DEBUG the duplicate-GPU WARN is not printed; the bare ncclInvalidUsage at set-up
+    still leads there (NCCL's only invalid-usage check while a communicator is created)."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    line = "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:514, invalid usage, NCCL version 2.6.3\n"
+    d = diagnose(DiagnoseRequest(log=line), kb)
+    assert d.causes[0].code == "duplicate-gpu-assignment" and d.status != "diagnosed"
+    mid_training = diagnose(DiagnoseRequest(log=line, answers={"phase": "train"}), kb)
+    assert mid_training.causes[0].code != "duplicate-gpu-assignment"
+
+
 def test_loopback_rendezvous(kb):
     f = facts(kb, "[E socket.cpp:793] [c10d] The client socket has timed out after 1800s while trying to connect to (127.0.0.1, 43771).")
     assert f["rendezvous_loopback"] is True and f["store_timeout_s"] == 1800
