@@ -69,6 +69,8 @@ _SPECS = [
     FactSpec("rendezvous_host", "str", "master / rendezvous address the ranks connect to"),
     FactSpec("loopback_transport", "bool", "a rank's gloo or NCCL transport address is a loopback one (127.x, ::1, lo): "
              "ranks on other machines cannot reach it"),
+    FactSpec("bridge_address", "bool", "a rank connects to, or advertises, an address of Docker's default bridge "
+             "(docker0, 172.17.0.0/16): private to its host, so ranks on other machines cannot reach it"),
     FactSpec("nccl_failed_transport", "str", "the NCCL transport module NCCL's error trail first passes through "
              "(src/transport/<module> in an `INFO file:line -> code` line)", ("ib", "socket", "p2p", "shm", "nvls", "collnet")),
     FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
@@ -324,6 +326,11 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
     # NCCL prints the source line of each warning: the lines date the NCCL build (advisor.frames)
     FactProbe("nccl-warn-site", r"\] (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) NCCL WARN", ignore_case=False),
+    # Docker's default bridge (docker0, 172.17.0.0/16, Docker's networking docs) as the interface NCCL
+    # or gloo picked ("Using docker0:172.17.0.1", "Using [0]eth0:172.17.0.5" inside a bridged
+    # container) or as the address a rank dials ("connect to (172.17.0.2, 44737)", "Connect to
+    # 172.17.0.2<39133>", gloo's "remote=[172.17.0.3]:port")
+    FactProbe("bridge-address", r"(?:Using (?:\[\d+\])?docker0:|Using (?:\[\d+\])?\w{1,15}:172\.17\.\d{1,3}\.\d{1,3}\b|[Cc]onnect to \(?172\.17\.\d{1,3}\.\d{1,3}\b|remote=\[172\.17\.\d{1,3}\.\d{1,3}\])"),
     # NCCL's error trail ("file:line -> code", src/include/checks.h) prints each source file an error
     # passes through: one under src/transport/ names the transport that failed (net_ib.cc/.cu and
     # net_ib/*.cc InfiniBand/RoCE verbs, net_socket TCP, p2p, shm, nvls, coll_net). Only the trail
@@ -762,6 +769,10 @@ class FactCollector:
         site = (hit.group("file") or "", line)
         if line is not None and site not in self.nccl_sites and len(self.nccl_sites) < 64:
             self.nccl_sites.append(site)
+
+    def _on_bridge_address(self, hit: LineHit) -> None:
+        if "bridge_address" not in self.values:
+            self._set("bridge_address", True, hit)
 
     def _on_nccl_transport_site(self, hit: LineHit) -> None:
         if "nccl_failed_transport" not in self.values:

@@ -295,3 +295,31 @@ def test_an_error_trail_through_the_ib_transport_points_to_infiniband(kb):
     assert diagnose(DiagnoseRequest(log=log), kb).causes[0].code == "infiniband-rdma-issue"
     socket = log.replace("net_ib.cu", "net_socket.cu")
     assert diagnose(DiagnoseRequest(log=socket), kb).causes[0].code != "infiniband-rdma-issue"
+
+
+def test_a_docker_bridge_address_is_read_where_ranks_pick_or_dial_it(kb):
+    picked = "gpu-a:1201:1201 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\n"
+    bridged = "gpu-a:1201:1290 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.5<0>\n"
+    dialed = "[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while trying to connect to (172.17.0.2, 44737).\n"
+    gloo = "RuntimeError: Connection refused, remote=[172.17.0.3]:41233\n"
+    for text in (picked, bridged, dialed, gloo):
+        assert facts(kb, text)["bridge_address"] is True, text
+    # near misses: another private range, an address that only contains 172.17, a model path
+    others = ("gpu-a:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.172.17.5<0>\n"
+              "[c10d] The client socket has timed out after 1800s while trying to connect to (172.16.0.2, 44737).\n"
+              "loading /data/ckpt-172.17.3.1/model.safetensors\n")
+    assert "bridge_address" not in facts(kb, others)
+
+
+def test_a_bridge_address_that_never_answers_is_an_unreachable_address_not_a_late_start(kb):
+    """A paste that wraps the address (so the rendezvous host is not read) and a later watchdog
+    timeout: with a routable address a late start leads; a Docker bridge address explains it."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    log = ("Loading checkpoint shards: 100%|##########| 38/38 [00:33<00:00,  1.69it/s]\n"
+           "[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while trying to connect to ({host}\n, 44737).\n"
+           "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3856, "
+           "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800268 milliseconds before timing out.\n")
+    assert diagnose(DiagnoseRequest(log=log.format(host="172.17.0.2")), kb).causes[0].code == "rendezvous-unreachable"
+    assert diagnose(DiagnoseRequest(log=log.format(host="10.0.1.75")), kb).causes[0].code == "slow-startup-skew"
