@@ -323,3 +323,22 @@ def test_a_bridge_address_that_never_answers_is_an_unreachable_address_not_a_lat
            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800268 milliseconds before timing out.\n")
     assert diagnose(DiagnoseRequest(log=log.format(host="172.17.0.2")), kb).causes[0].code == "rendezvous-unreachable"
     assert diagnose(DiagnoseRequest(log=log.format(host="10.0.1.75")), kb).causes[0].code == "slow-startup-skew"
+
+
+@pytest.mark.parametrize("line, phase", [
+    ("2020-01-14 09:01:53,683 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs", "first-step"),
+    ("2020-01-14 09:01:53,683 - mmseg - INFO - workflow: [('train', 1), ('val', 1)], max: 80000 iters", "first-step"),
+    ("2020-01-14 09:05:53,683 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.000e-02, eta: 1 day, 2:03:04", "train"),
+    ("2020-01-14 09:05:53,683 - mmseg - INFO - Iter [50/80000]\tlr: 9.997e-03, eta: 9:01:02", "train"),
+    ("2023/01/14 09:05:53 - mmengine - INFO - Epoch(train)  [1][  50/7330]  lr: 1.0000e-02  eta: 1 day", "train"),
+    ("2023/01/14 09:25:53 - mmengine - INFO - Epoch(val)  [1][ 100/5000]    eta: 0:03:00", "eval"),
+    ("2020-01-14 09:25:53,683 - mmdet - INFO - Epoch(val) [1][500]\tbbox_mAP: 0.3000", "eval"),
+])
+def test_openmmlab_runner_lines_say_the_phase(kb, line, phase):
+    """mmcv's runner and TextLoggerHook and mmengine's LogProcessor print these formats."""
+    assert facts(kb, line + "\n" + watchdog(1, 900))["phase"] == phase
+
+
+def test_openmmlab_look_alikes_say_no_phase(kb):
+    near = "workflow: train, max: 12 epochs\nEpoch [1] done, loss 0.3\nIter 50/8000 lr 0.01\n"
+    assert "phase" not in facts(kb, near + watchdog(1, 900))
