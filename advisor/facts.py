@@ -326,7 +326,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
     # NCCL prints the source line of each warning: the lines date the NCCL build (advisor.frames)
     FactProbe("nccl-warn-site", r"\] (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) NCCL WARN", ignore_case=False),
-    # Docker's default bridge (docker0, 172.17.0.0/16, Docker's networking docs) as the interface NCCL
+    # Docker's default bridge (docker0, whose default subnet is 172.17.0.0/16:
+    # https://docs.docker.com/engine/network/drivers/bridge/,
+    # https://docs.mirantis.com/mke/current/install/plan-deployment/mcr-considerations/docker0.html) as the interface NCCL
     # or gloo picked ("Using docker0:172.17.0.1", "Using [0]eth0:172.17.0.5" inside a bridged
     # container) or as the address a rank dials ("connect to (172.17.0.2, 44737)", "Connect to
     # 172.17.0.2<39133>", gloo's "remote=[172.17.0.3]:port")

@@ -106,7 +106,9 @@ def _trl(failure, workers: int, after: int) -> None:
     if config.should_log:  # as the transformers example scripts do
         transformers.utils.logging.set_verbosity_info()
     trainer = SFTTrainer(model=tiny_llama(), args=config, train_dataset=text_dataset(), processing_class=tiny_tokenizer())
-    tokenized = trainer.train_dataset.remove_columns([c for c in trainer.train_dataset.column_names if c == "text"])
+    tokenized = trainer.train_dataset
+    if "text" in tokenized.column_names:  # the raw text: TRL's collator reads only the token columns
+        tokenized = tokenized.remove_columns("text")
     trainer.train_dataset = Trap(tokenized, failure, after)
     trainer.train()
 
