@@ -36,6 +36,7 @@ examples:
   advisor suggest --log rank0.log.gz --interactive
   advisor suggest --describe "保存模型时NCCL超时" --framework llama-factory
   advisor suggest --log train.log --dumps /tmp/fr-dumps/       # with the ranks' Flight Recorder dumps
+  for p in $(pgrep -f train.py); do py-spy dump --pid $p; done | advisor suggest -   # a silent hang's stacks
   advisor kb check --kb ./team-kb
   advisor kb list --json
   advisor kb coverage

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from advisor.models import Facts, FactValue, FailureEvent
-from advisor.scan import LineHit, Probe
+from advisor.scan import LineHit, Probe, rank_prefix
+from advisor.stackdumps import StackDumps
 
 Kind = Literal["str", "int", "float", "bool", "version", "list", "dict"]
 
@@ -140,8 +141,10 @@ _SPECS = [
     FactSpec("fr_missing_ranks", "list", "Flight Recorder: ranks without a usable dump"),
     FactSpec("fr_missing_culprits", "list", "Flight Recorder: ranks the others wait for that left no usable dump (dead, or the dump was lost)"),
     FactSpec("fr_dead_rank", "bool", "Flight Recorder: the rank the others wait for left no dump, and the log shows it exiting"),
-    FactSpec("fr_culprit_activity", "list", "Flight Recorder: what the stacks of the culprits' last collectives show them doing",
-             ("save", "eval", "data", "logging")),
+    FactSpec("straggler_activity", "list", "what the ranks the others wait for are doing, read from their stacks (the Flight "
+             "Recorder stack of a culprit's last collective, or a stack dump of a process outside any collective)",
+             ("save", "eval", "data", "dataloader", "logging")),
+    FactSpec("dump_stragglers", "list", "stack dumps (py-spy): processes outside any torch.distributed call while others wait in one"),
 ]
 FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 
@@ -348,6 +351,14 @@ FACT_PROBES: list[FactProbe] = [
     # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
     FactProbe("rich-frame", r"(?P<path>/[\w./+-]{1,400}\.py):(?P<lineno>\d+) in (?P<func>\w+)", ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
+    # py-spy dumps of hung processes (advisor.stackdumps; format from py-spy's src/dump.rs):
+    # "Process <pid>: <command line>", "Thread <tid> (idle|active|active+gil): "<name>"", and each
+    # frame as "    <function> (<file>:<line>)" (native frames: "(<library or source file>)")
+    FactProbe("dump-process", r"(?m)^Process (?P<pid>\d{1,10}): \S", ignore_case=False),
+    FactProbe("dump-thread", r"(?m)^" + LINE_PREFIX + r"Thread (?P<tid>\d{1,10}|0[xX][0-9a-fA-F]{1,16}) \((?:idle|active|active\+gil)\)"
+                             r"(?:: \"(?P<name>[^\"\n]{0,200})\")?", ignore_case=False),
+    FactProbe("dump-frame", r"(?m)^" + LINE_PREFIX + r" {4}(?P<func>[^\s()][^()\n]{0,200}?) \((?P<path>[^()\s]{1,400}?\.(?:py|pyx|so[\w.]{0,12}|cc|cpp|cu|c|h)|<\w{1,20}>)"
+                            r"(?::(?P<lineno>\d{1,7}))?\)\s*$", ignore_case=False),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
     # torch.distributed.elastic's ChildFailedError summary: the "Root Cause" block names the rank
@@ -552,6 +563,7 @@ class FactCollector:
     in_root_cause: bool = False
     training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
+    dumps: StackDumps = field(default_factory=StackDumps)  # py-spy dumps of hung processes
     package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
     nccl_sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's WARN lines
 
@@ -852,6 +864,18 @@ class FactCollector:
               and len(self.waiting) < _MAX_RANKS):
             # a collective error raised out of backward comes from DDP's reducer: the gradient all-reduce
             self.waiting[rank] = "all_reduce"
+
+    def _on_dump_process(self, hit: LineHit) -> None:
+        self.dumps.process(hit.line_no, hit.group("pid") or "")
+
+    def _on_dump_thread(self, hit: LineHit) -> None:
+        rank = hit.rank
+        if rank is None:  # the probe is anchored at the line's start: a launcher's prefix is inside the match
+            rank = rank_prefix(hit.text.split("Thread ", 1)[0])
+        self.dumps.thread(hit.line_no, rank, hit.group("tid") or "", hit.group("name"))
+
+    def _on_dump_frame(self, hit: LineHit) -> None:
+        self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")))
 
     def _on_exception_line(self, hit: LineHit) -> None:
         etype = hit.group("type") or ""
@@ -1177,13 +1201,35 @@ class FactCollector:
         elif isinstance(awaited, int) and ranks_prefixed and awaited > max(ranks_prefixed) + 1:
             put("rank_outside_world", True, out["awaited_rank"].line, out["awaited_rank"].text, origin="inferred",
                 detail=f"the store waited for rank {awaited}, beyond every rank that printed")
-        if self.waiting:
-            put("waiting_ops", {str(r): op for r, op in sorted(self.waiting.items())[:256]}, origin="log",
-                detail="the torch.distributed call in each rank's traceback")
-            ops = {_normal_call(op) for op in self.waiting.values()}
-            if len(ops) > 1 and "op_mismatch" not in out and len(self.waiting) > 1:
+        waiting = {str(r): op for r, op in sorted(self.waiting.items())[:256]}
+        dumped = self.dumps.processes()
+        for proc in dumped:
+            if proc.waits_in and len(waiting) < 256:
+                waiting.setdefault(proc.key.removeprefix("rank "), proc.waits_in)
+        if waiting:
+            put("waiting_ops", waiting, origin="log",
+                detail="the torch.distributed call in each rank's traceback or stack dump")
+            ops = {_normal_call(op) for op in waiting.values()}
+            if len(ops) > 1 and "op_mismatch" not in out and len(waiting) > 1:
                 put("op_mismatch", True,
-                    detail="ranks' tracebacks wait in different calls: " + ", ".join(sorted(ops)))
+                    detail="ranks' stacks wait in different calls: " + ", ".join(sorted(ops)))
+        self._finalize_stack_dumps(put, dumped)
+
+    def _finalize_stack_dumps(self, put, dumped: list) -> None:
+        """Stack dumps where some processes wait in a collective and others do not: those are the
+        ones being waited for, and what their frames show them doing is the straggler's activity."""
+        waiting = [p for p in dumped if p.waits_in]
+        busy = [p for p in dumped if not p.waits_in]
+        if not waiting or not busy:
+            return
+        put("dump_stragglers", [p.key for p in busy][:64], busy[0].line, None, origin="inferred",
+            detail=f"{len(busy)} of {len(dumped)} dumped processes are outside any torch.distributed call "
+                   f"while {len(waiting)} wait in {', '.join(sorted({p.waits_in for p in waiting}))}")
+        doing = [p for p in busy if p.activity]
+        if doing:
+            first = doing[0]
+            put("straggler_activity", sorted({p.activity for p in doing}), first.line, None, origin="inferred",
+                detail=f"stack dump: {first.key} is in {first.where} ({first.activity}) while the others wait")
 
     def _finalize_topology(self, put, out) -> None:
         if self.hosts:

@@ -37,25 +37,14 @@ from advisor.fr_models import (
     FrMismatch,
     FrRank,
 )
-from advisor.regex import compile_pattern
+from advisor.stack_activity import activity as stack_activity
+from advisor.stack_activity import user_frames
 
 MAX_WORLD = 1 << 17
 """the largest world the dumps' rank numbers or groups may describe."""
 MAX_ROWS = 4096
 """ranks listed one by one (summary rows, missing ranks); beyond, the dumped ones and the culprits."""
 _SHOWN_FRAMES = 12
-
-# what a stack says a rank was doing, tested on its frames outside torch, innermost first
-_ACTIVITIES = [
-    ("save", compile_pattern(r"save|checkpoint|state_dict|distributed[/\\]checkpoint|safetensors|serializ", wrap=False)),
-    ("eval", compile_pattern(r"eval|validat|predict|generat|inference|compute_metrics|test_step", wrap=False)),
-    ("data", compile_pattern(r"dataloader|data_loader|dataset|collate|batch|shard|tokeni[sz]|preprocess|"
-                             r"main_process_first|fetch|sampler|read_data|load_data", wrap=False)),
-    ("logging", compile_pattern(r"\blog|_log\b|logger|logging|wandb|tensorboard|summary_?writer|add_scalar|"
-                                r"report|metric|print", wrap=False)),
-]
-_TORCH_FRAME = compile_pattern(r"[/\\]torch[/\\]|^<frozen |^<string>|[/\\]threading\.py$", wrap=False)
-
 
 def analyze(dumps: list[FrDump], world_size: int | None = None, notes: list[str] | None = None) -> FlightRecorderSummary:
     """Everything the dumps show; `world_size` (from the log) finds ranks whose dump is missing
@@ -306,7 +295,7 @@ class _Job:
         for rank in culprits:
             if rank in odd or rank not in self.usable:
                 continue
-            activity = activity or _activity(self.last_entry(rank).frames)
+            activity = activity or stack_activity(self.last_entry(rank).frames)
         return FlightRecorderSummary(
             ranks_dumped=sorted(self.usable), ranks_missing=missing,
             process_groups=[self._group_out(g) for g in sorted(self.groups.values(), key=lambda g: _pg_order(g.pg))],
@@ -524,11 +513,6 @@ def _p2p_peer(e: FrEntry, members: list[int]) -> int | None:
     return members[index] if index < len(members) else None
 
 
-def user_frames(frames: list[FrFrame]) -> list[FrFrame]:
-    """The frames outside torch and the standard library, innermost first."""
-    return [f for f in frames if not _TORCH_FRAME.search(f.file)]
-
-
 def _shown_frames(frames: list[FrFrame]) -> list[FrFrame]:
     return user_frames(frames)[:_SHOWN_FRAMES]
 
@@ -540,16 +524,6 @@ def _where(frames: list[FrFrame]) -> str:
     f = mine[0]
     base = f.file.replace("\\", "/").rsplit("/", 1)[-1]
     return f"{f.name} ({base}:{f.line})" if f.line is not None else f"{f.name} ({base})"
-
-
-def _activity(frames: list[FrFrame]) -> str | None:
-    """save / eval / data / logging, from the innermost frame outside torch that shows one."""
-    for f in user_frames(frames):
-        text = f"{f.name} {f.file.replace(chr(92), '/').rsplit('/', 1)[-1]}"
-        for label, pattern in _ACTIVITIES:
-            if pattern.search(text):
-                return label
-    return None
 
 
 def _at_text(e: FrEntry | None, frames: bool = True) -> str:

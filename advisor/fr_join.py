@@ -64,7 +64,7 @@ def join_facts(facts: Facts, fr: FlightRecorderSummary, log_read: bool) -> None:
             put("fr_dead_rank", exited, f"Flight Recorder: rank {_list(dead)} left no dump while the others wait for it"
                 + ("; the log shows it exiting" if exited else "; the log does not show it exiting"), always=True)
     if fr.activity:
-        put("fr_culprit_activity", [fr.activity],
+        put("straggler_activity", [fr.activity],
             f"Flight Recorder: the stack of rank {_list(stragglers)}'s last collective shows {fr.activity} code", always=True)
     if isinstance(fr.world_size, int) and fr.world_size > 0:
         put("world_size", fr.world_size, "Flight Recorder: ranks named by the dumps and their process groups")

@@ -150,7 +150,7 @@ class FlightRecorderSummary(_Model):
     why: dict[str, str] = Field(default_factory=dict, description="per culprit rank: why it is one")
     culprit_frames: dict[str, list[FrFrame]] = Field(default_factory=dict,
                                                      description="per culprit rank: the stack of its last recorded collective, innermost first")
-    activity: Literal["save", "eval", "data", "logging"] | None = Field(
+    activity: Literal["save", "eval", "data", "dataloader", "logging"] | None = Field(
         default=None, description="what the culprits' recorded stacks show them doing")
     ranks: list[FrRank] = Field(default_factory=list)
     dumps: list[FrDumpInfo] = Field(default_factory=list)

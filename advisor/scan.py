@@ -381,6 +381,12 @@ def _line_index(starts: list[int], pos: int) -> int:
     return lo
 
 
+def rank_prefix(text: str) -> int | None:
+    """The rank of the first `[rankN]:` / `[defaultN]:` tag in `text` (a line's prefix)."""
+    m = _RANK_PREFIX.search(text)
+    return int(m.group(1)) if m else None
+
+
 class _RankPrefixes:
     """The `[rankN]:` prefixes of a window, found once: a giant line can hold a hit every few dozen
     characters, and searching from the line's start for each of them was quadratic."""

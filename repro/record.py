@@ -76,6 +76,10 @@ class Run:
     hold_port: bool = False
     delays: list[float] = field(default_factory=list)
     timeout_s: float = 180.0
+    stack_dumps_after: str | None = None
+    """text the run prints once it hangs: 3 s after it appears `py-spy dump` runs on every Python
+    process of the run (the launcher's agent included, as a user dumps every python process of a
+    hung job)."""
 
 
 @dataclass
@@ -123,6 +127,7 @@ def load_runs(spec: Path = SPEC) -> list[Run]:
                 exit=[int(c) for c in (r["exit"] if isinstance(r["exit"], list) else [r["exit"]])], expect=list(r.get("expect") or []),
                 hold_port=bool(r.get("hold_port", False)), delays=list(r.get("delays") or []),
                 timeout_s=float(r.get("timeout_s", defaults.get("timeout_s", 180))),
+                stack_dumps_after=r.get("stack_dumps_after"),
             ))
     return runs
 
@@ -234,6 +239,10 @@ def execute(run: Run, python: str = sys.executable) -> Result:
                 time.sleep(run.delays[i - 1])
             procs.append(subprocess.Popen(shlex.split(command), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                                           stdout=write_fd, stderr=write_fd, start_new_session=True))
+        if run.stack_dumps_after is not None:
+            dumper = threading.Thread(target=dump_stacks, args=(procs, run.stack_dumps_after, chunks, write_fd, env),
+                                      daemon=True)
+            dumper.start()
         deadline = start + run.timeout_s
         for p in procs:
             try:
@@ -261,6 +270,56 @@ def execute(run: Run, python: str = sys.executable) -> Result:
     shown = {k: normalise(env[k]) for k in sorted({**BASE_ENV, **run.env})}
     return Result(run, text, codes[0] if codes else None, codes[1:], round(seconds, 1),
                   [normalise(c) for c in commands], timed_out, shown)
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """The processes below `roots` (read from /proc), parents before children."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the command may hold spaces and parentheses
+        children.setdefault(ppid, []).append(int(entry))
+    out, queue = [], list(roots)
+    while queue:
+        pid = queue.pop(0)
+        out.append(pid)
+        queue.extend(sorted(children.get(pid, [])))
+    return out
+
+
+STACK_DUMP_WAIT_S = 3.0
+
+
+def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], fd: int, env: dict[str, str]) -> None:
+    """`py-spy dump --pid` on every Python process of the run once the run has printed `after` (and
+    STACK_DUMP_WAIT_S more seconds), written into the run's own output as a user pastes it next to
+    the log. Nothing when the text never comes."""
+    needle = after.encode()
+    while needle not in b"".join(chunks):
+        if all(p.poll() is not None for p in procs):
+            return
+        time.sleep(0.25)
+    time.sleep(STACK_DUMP_WAIT_S)
+    spy = shutil.which("py-spy", path=env.get("PATH"))
+    if spy is None:
+        os.write(fd, b"repro: py-spy is not installed: no stack dumps\n")
+        return
+    for pid in descendants([p.pid for p in procs]):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if b"python" not in os.path.basename(argv0) and not argv0.endswith((b"torchrun", b"accelerate")):
+            continue
+        done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, timeout=60)
+        os.write(fd, done.stdout + done.stderr + b"\n")
 
 
 def _kill_group(p: subprocess.Popen) -> None:
@@ -311,6 +370,9 @@ def manifest_entry(result: Result) -> dict:
     }
     if result.other_exit_codes:
         entry["other_exit_codes"] = result.other_exit_codes
+    if run.stack_dumps_after:
+        entry["stack_dumps"] = (f"py-spy {version_of('py-spy')} dump of every Python process, {STACK_DUMP_WAIT_S:g} s "
+                                f"after {run.stack_dumps_after!r} was printed")
     entry["seconds"] = result.seconds
     return entry
 

@@ -34,7 +34,7 @@ def test_log_alone_is_not_enough_for_a_straggler_the_dumps_name_it(kb):
     d = joined(kb, "straggler")
     assert d.status == "diagnosed" and d.causes[0].id == "save-checkpoint-timeout"
     facts = {f["fact"]: f for f in d.causes[0].evidence["facts"]}
-    assert facts["fr_culprit_activity"]["value"] == ["save"] and facts["fr_culprit_activity"]["weight"] > 0
+    assert facts["straggler_activity"]["value"] == ["save"] and facts["straggler_activity"]["weight"] > 0
     assert d.fact_sources["fr_stragglers"].origin == "dump" and d.facts["fr_stragglers"] == [0]
     assert d.flight_recorder.culprits == [0]
     slow = next(c for c in d.causes if c.id == "collective-slower-than-timeout") if any(

@@ -20,11 +20,16 @@ def plain():
         if rank == 0:
             say(f"step {step} loss {loss:.4f}")
         if step % SAVE_EVERY == 0 and rank == 0:
-            path = f"checkpoint-{step}.pt"
-            say(f"saving checkpoint to {path}")
-            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, path)
-            busy(STRAGGLE_S)  # the write to a slow network filesystem
-            say("checkpoint saved")
+            save_checkpoint(model, optimizer, f"checkpoint-{step}.pt")
+
+
+def save_checkpoint(model, optimizer, path):
+    import torch
+
+    say(f"saving checkpoint to {path}")
+    torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    busy(STRAGGLE_S)  # the write to a slow network filesystem
+    say("checkpoint saved")
 
 
 def hf(trl: bool = False):

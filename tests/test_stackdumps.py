@@ -1,0 +1,129 @@
+"""py-spy dumps of hung processes (advisor.stackdumps): which collective each process waits in,
+which processes are outside any collective while others wait, and what those are doing. The dumps
+in tests/fixtures/stackdumps were printed by py-spy 0.4.3 on real hung gloo jobs (its README)."""
+
+from __future__ import annotations
+
+from advisor.diagnose import diagnose
+from advisor.models import DiagnoseRequest
+from advisor.stack_activity import activity
+from advisor.stackdumps import DumpFrame
+from helpers import FIXTURES
+
+DUMPS = FIXTURES / "stackdumps"
+
+
+def run(kb, text: str):
+    return diagnose(DiagnoseRequest(log=text), kb)
+
+
+def fact(d, name):
+    return d.facts.get(name)
+
+
+def test_a_rank_saving_while_the_others_wait_is_the_save_straggler(kb):
+    d = run(kb, (DUMPS / "save.txt").read_text())
+    assert fact(d, "waiting_ops") == {"pid 24272": "barrier", "pid 24273": "barrier"}
+    assert fact(d, "dump_stragglers") == ["pid 24271"]
+    assert fact(d, "straggler_activity") == ["save"]
+    assert "save_checkpoint (straggler.py:5)" in d.fact_sources["straggler_activity"].detail
+    assert d.causes[0].code == "checkpoint-save-straggler"
+
+
+def test_ranks_in_different_collectives_are_a_mismatch(kb):
+    d = run(kb, (DUMPS / "mismatch.txt").read_text())
+    assert fact(d, "waiting_ops") == {"pid 26737": "all_reduce", "pid 26738": "all_gather"}
+    assert fact(d, "op_mismatch") is True
+    assert fact(d, "dump_stragglers") is None  # everyone waits: nobody is being waited for
+    assert d.causes[0].code == "collective-mismatch"
+
+
+def test_a_rank_waiting_for_its_dataloader_and_not_the_helpers(kb):
+    """torchrun's agent and the DataLoader worker are dumped too: neither is a rank."""
+    text = (DUMPS / "data.txt").read_text()
+    assert "SimpleElasticAgent._invoke_run" in text and "_worker_loop" in text
+    d = run(kb, text)
+    assert fact(d, "dump_stragglers") == ["pid 26908"]
+    assert fact(d, "straggler_activity") == ["dataloader"]
+    assert d.causes[0].code == "dataloader-worker-hang"
+
+
+def test_every_process_in_the_same_collective_names_no_straggler(kb):
+    text = (DUMPS / "save.txt").read_text()
+    waiting_only = text[text.index("Process 24272"):]  # drop the saving rank's dump
+    d = run(kb, waiting_only)
+    assert fact(d, "waiting_ops") == {"pid 24272": "barrier", "pid 24273": "barrier"}
+    assert fact(d, "dump_stragglers") is None and fact(d, "straggler_activity") is None
+    assert fact(d, "op_mismatch") is None
+
+
+NATIVE = """\
+Thread 1302975 (active): "MainThread"
+    sched_yield (libc.so.6)
+    ncclLaunchKernelBefore_NoUncapturedCuda (enqueue.cc:968)
+    groupLaunch (group.cc:339)
+    ncclGroupEndInternal (group.cc:418)
+    ncclEnqueueCheck (enqueue.cc:1981)
+    ncclAllReduce (collectives.cc:49)
+    c10d::ProcessGroupNCCL::allreduce_impl (ProcessGroupNCCL.cpp:3912)
+    forward (vllm/distributed/device_communicators/pynccl.py:120)
+    <module> (server.py:10)
+Thread 1303001 (idle): "Thread-2"
+    wait (threading.py:331)
+    run (pin_memory.py:50)
+"""
+
+
+def test_native_frames_name_the_nccl_call():
+    """`py-spy dump --native`: NCCL's entry point says which collective (no Python c10d frame)."""
+    from advisor.facts import FactCollector
+    from advisor.scan import scan
+    from advisor.knowledge import load_kb
+    from advisor.reader import iter_blocks
+
+    kb = load_kb()
+    collector = FactCollector()
+    scan(iter_blocks(NATIVE), kb.probe_table, [collector])
+    procs = collector.dumps.processes()
+    assert [(p.key, p.waits_in) for p in procs] == [("pid 1302975", "all_reduce")]  # the pin-memory thread is no process
+
+
+def test_rank_prefixes_key_the_processes_by_rank(kb):
+    lines = []
+    for rank, op in ((0, "all_reduce"), (1, "broadcast")):
+        lines += [f'[rank{rank}]:Thread {100 + rank} (idle): "MainThread"',
+                  f"[rank{rank}]:    {op} (torch/distributed/distributed_c10d.py:3252)",
+                  f"[rank{rank}]:    <module> (train.py:9)"]
+    d = run(kb, "\n".join(lines) + "\n")
+    assert fact(d, "waiting_ops") == {"0": "all_reduce", "1": "broadcast"}
+    assert fact(d, "op_mismatch") is True
+
+
+def test_frame_lines_without_a_thread_header_are_not_a_dump(kb):
+    """An indented `name (file.py:N)` line outside a dump (a model summary, a pasted listing)."""
+    text = "model summary\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n    <module> (train.py:9)\n"
+    d = run(kb, text)
+    assert fact(d, "waiting_ops") is None
+
+
+def test_a_stack_ends_at_a_gap():
+    """Frame-like lines far below a dump's last frame belong to something else."""
+    from advisor.stackdumps import FRAME_GAP, StackDumps
+
+    dumps = StackDumps()
+    dumps.thread(1, None, "7", "MainThread")
+    dumps.frame(2, "train", "train.py", 3)
+    dumps.frame(3 + FRAME_GAP, "all_reduce", "torch/distributed/distributed_c10d.py", 1)
+    (proc,) = dumps.processes()
+    assert proc.waits_in is None and [f.name for f in dumps.threads[0].frames] == ["train"]
+
+
+def test_activity_reads_torch_frames_that_are_an_activity():
+    frames = [DumpFrame("_try_get_data", "torch/utils/data/dataloader.py", 1291), DumpFrame("main", "mix.py", 16)]
+    assert activity(frames) == "dataloader"
+    assert activity([DumpFrame("save", "torch/serialization.py", 900), DumpFrame("step", "loop.py", 3)]) == "save"
+    assert activity([DumpFrame("fetch", "torch/utils/data/_utils/fetch.py", 54)]) == "data"
+    # other torch frames say nothing; the user's frame decides
+    assert activity([DumpFrame("all_reduce", "torch/distributed/distributed_c10d.py", 1),
+                     DumpFrame("evaluate", "trainer.py", 10)]) == "eval"
+    assert activity([DumpFrame("all_reduce", "/venv/lib/torch/distributed/distributed_c10d.py", 1)]) is None
