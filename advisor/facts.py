@@ -108,6 +108,8 @@ _SPECS = [
     FactSpec("world_as_launched", "bool", "the world size the log shows equals what was started (nodes, or nodes x GPUs "
              "per node, as answered): false when the log's world is larger or smaller"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
+    FactSpec("later_group_barrier", "bool", "the store-based barrier that waits is a process group's created after the default "
+             "one (new_group): every rank already joined the default group, so the world size was right"),
     FactSpec("store_setup_failed", "bool", "a traceback runs through the creation of the rendezvous store (TCPStore "
              "construction in torch.distributed's rendezvous handlers or the elastic rendezvous): the failure came "
              "while the ranks were creating or reaching the store, before any process group existed"),
@@ -366,6 +368,13 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("root-cause-header", r"Root Cause \(first observed failure\):", ignore_case=False),
     FactProbe("elastic-rank", r"(?m)^" + LINE_PREFIX + r"\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
     # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
+    # init_process_group / new_group's store-based barrier names its group in the key: torch 1.x
+    # numbers the groups from 1 (the default group is "store_based_barrier_key:1") and prints
+    # "worker_count="; torch 2.x keys it by group name ("0" for the default group, the next number
+    # or a hash of the ranks for new_group) and prints "num_workers_joined=" (distributed_c10d.py's
+    # _store_based_barrier, torch 1.13.1 and 2.13.0)
+    FactProbe("barrier-key", r"key: ?store_based_barrier_key:(?P<group>\w{1,64})\b[^\n]{0,80}?\((?:world_size=\d+, )?(?P<field>worker_count|num_workers_joined)=",
+              ignore_case=False),
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
                         r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"),
@@ -735,6 +744,13 @@ class FactCollector:
             rank = _int(hit.group("rank"))
             if rank is not None:
                 self._set("root_cause_rank", rank, hit)
+
+    def _on_barrier_key(self, hit: LineHit) -> None:
+        group, field = hit.group("group") or "", hit.group("field")
+        default = "1" if field == "worker_count" else "0"  # the default group's key, by release
+        if "later_group_barrier" not in self.values:
+            self._set("later_group_barrier", group != default, hit, origin="inferred",
+                      detail=f"barrier key {group!r}; the default group's is {default!r} in the torch releases that print {field}=")
 
     def _on_store_key_rank(self, hit: LineHit) -> None:
         rank = _int(hit.group("rank"))

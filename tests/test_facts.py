@@ -342,3 +342,25 @@ def test_openmmlab_runner_lines_say_the_phase(kb, line, phase):
 def test_openmmlab_look_alikes_say_no_phase(kb):
     near = "workflow: train, max: 12 epochs\nEpoch [1] done, loss 0.3\nIter 50/8000 lr 0.01\n"
     assert "phase" not in facts(kb, near + watchdog(1, 900))
+
+
+@pytest.mark.parametrize("line, phase", [
+    ("> initializing torch distributed ...", "init"),
+    ("> compiling and loading fused kernels ...", "init"),
+    (">>> done with compiling and loading fused kernels. Compilation time: 41.228 seconds", "init"),
+    ("building GPT model ...", "init"),
+    ("> building train, validation, and test datasets ...", "data-prep"),
+    (" > building dataset index ...", "data-prep"),
+    ("INFO:megatron.core.datasets.gpt_dataset:Build and save the GPTDataset train indices", "data-prep"),
+    (" iteration      100/  500000 | consumed samples:        51200 | elapsed time per iteration (ms): 1234.5 |", "train"),
+    ("saving checkpoint at iteration    2000 to /ckpt in torch_dist format", "save"),
+    ("Evaluating iter 10/100", "eval"),
+])
+def test_megatron_lines_say_the_phase(kb, line, phase):
+    """Megatron-LM's own formats (initialize.py, training.py, checkpointing.py, core/datasets; v2.6 .. main)."""
+    assert facts(kb, line + "\n" + watchdog(1, 900))["phase"] == phase
+
+
+def test_megatron_look_alikes_say_no_phase(kb):
+    near = "initializing torch distributed\nbuilding the model\niteration 100 consumed samples 51200\nEvaluation iter 10 of 100\n"
+    assert "phase" not in facts(kb, near + watchdog(1, 900))

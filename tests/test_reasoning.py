@@ -584,3 +584,24 @@ def test_a_check_the_framework_raises_on_purpose_is_not_a_framework_bug():
     bug = diagnose(DiagnoseRequest(log=FRAMEWORK_BUG))
     assert bug.facts["exception_catalogued"] is False
     assert bug.causes[0].id == "framework-internal-error"
+
+
+def _barrier_line(key: str, field: str) -> str:
+    # distributed_c10d.py's _store_based_barrier: torch 1.13.1 prints worker_count=, torch >= 2.0 num_workers_joined=
+    return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "
+            f"(world_size=8, {field}=7, timeout=0:30:00)\n")
+
+
+def test_a_later_groups_barrier_says_the_world_size_was_right(kb):
+    cases = {("1", "worker_count"): False, ("2", "worker_count"): True,  # torch 1.x numbers the default group 1
+             ("0", "num_workers_joined"): False, ("1", "num_workers_joined"): True,  # torch 2.x names it "0"
+             ("5c3f9a0e21d4b7a8", "num_workers_joined"): True}  # a new_group keyed by its ranks' hash
+    for (key, field), later in cases.items():
+        d = diagnose(DiagnoseRequest(log=_barrier_line(key, field)), kb)
+        assert d.facts.get("later_group_barrier") is later, (key, field)
+    default = diagnose(DiagnoseRequest(log=_barrier_line("1", "worker_count")), kb)
+    later = diagnose(DiagnoseRequest(log=_barrier_line("2", "worker_count")), kb)
+    rank = {c.code: i for i, c in enumerate(later.causes)}
+    assert rank["slow-startup-skew"] < rank.get("rank-world-size-misconfig", 99)
+    world = {c.code: c.score for c in default.causes}
+    assert world["rank-world-size-misconfig"] > next(c.score for c in later.causes if c.code == "rank-world-size-misconfig")
