@@ -3,7 +3,9 @@
 The floors sit a few cases below the figures quoted in the latest closing note: a change that costs
 several right answers, or adds confidently wrong verdicts, fails here with the figure that moved.
 Raise a floor when the figure rises; never lower one to make a change pass. Held-out is measured
-here, never read: the floor says only how much it may drop.
+here, never read: the floor says only how much it may drop. When new cases join a set, its floors
+are re-based on the enlarged set as first measured (before anything is learnt from the new cases;
+the commit adding them quotes the figures), and only if the old cases alone did not drop.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ accuracy = benchmark_module("accuracy")
 FLOORS = {
     "dev": {("log", "top1"): 0.70, ("log", "top3"): 0.82, ("guided", "top1"): 0.72, ("guided", "top3"): 0.86,
             ("log", "diagnosed_precision"): 0.95, ("guided", "diagnosed_precision"): 0.90, ("log", "empty_rate"): 0.10},
-    "heldout": {("log", "top1"): 0.62, ("log", "top3"): 0.76, ("guided", "top1"): 0.68, ("guided", "top3"): 0.80,
+    "heldout": {("log", "top1"): 0.60, ("log", "top3"): 0.76, ("guided", "top1"): 0.67, ("guided", "top3"): 0.78,
                 ("log", "diagnosed_precision"): 0.90, ("guided", "diagnosed_precision"): 0.90, ("log", "empty_rate"): 0.10},
 }
 
