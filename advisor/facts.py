@@ -367,14 +367,15 @@ FACT_PROBES: list[FactProbe] = [
     # that failed first (errors/__init__.py, torch 1.9-2.13)
     FactProbe("root-cause-header", r"Root Cause \(first observed failure\):", ignore_case=False),
     FactProbe("elastic-rank", r"(?m)^" + LINE_PREFIX + r"\s*rank\s*: (?P<rank>\d+) \(local_rank: \d+\)", ignore_case=False),
-    # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
-    # init_process_group / new_group's store-based barrier names its group in the key: torch 1.x
-    # numbers the groups from 1 (the default group is "store_based_barrier_key:1") and prints
-    # "worker_count="; torch 2.x keys it by group name ("0" for the default group, the next number
-    # or a hash of the ranks for new_group) and prints "num_workers_joined=" (distributed_c10d.py's
-    # _store_based_barrier, torch 1.13.1 and 2.13.0)
+    # init_process_group / new_group's store-based barrier names its group in the key: torch <= 2.0
+    # keys it by the group count after the group is made (the default group is
+    # "store_based_barrier_key:1") and prints "worker_count="; torch >= 2.1 by the group's name ("0"
+    # for the default group, the next number or a hash of the ranks for new_group) and prints
+    # "num_workers_joined=" (distributed_c10d.py's _store_based_barrier and _new_process_group_helper,
+    # read in torch 1.13.1, 2.0.1, 2.1.2, 2.3.1 and 2.13.0)
     FactProbe("barrier-key", r"key: ?store_based_barrier_key:(?P<group>\w{1,64})\b[^\n]{0,80}?\((?:world_size=\d+, )?(?P<field>worker_count|num_workers_joined)=",
               ignore_case=False),
+    # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
                         r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"),

@@ -587,14 +587,14 @@ def test_a_check_the_framework_raises_on_purpose_is_not_a_framework_bug():
 
 
 def _barrier_line(key: str, field: str) -> str:
-    # distributed_c10d.py's _store_based_barrier: torch 1.13.1 prints worker_count=, torch >= 2.0 num_workers_joined=
+    # distributed_c10d.py's _store_based_barrier: torch <= 2.0 prints worker_count=, torch >= 2.1 num_workers_joined=
     return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "
             f"(world_size=8, {field}=7, timeout=0:30:00)\n")
 
 
 def test_a_later_groups_barrier_says_the_world_size_was_right(kb):
-    cases = {("1", "worker_count"): False, ("2", "worker_count"): True,  # torch 1.x numbers the default group 1
-             ("0", "num_workers_joined"): False, ("1", "num_workers_joined"): True,  # torch 2.x names it "0"
+    cases = {("1", "worker_count"): False, ("2", "worker_count"): True,  # torch <= 2.0 numbers the default group 1
+             ("0", "num_workers_joined"): False, ("1", "num_workers_joined"): True,  # torch >= 2.1 names it "0"
              ("5c3f9a0e21d4b7a8", "num_workers_joined"): True}  # a new_group keyed by its ranks' hash
     for (key, field), later in cases.items():
         d = diagnose(DiagnoseRequest(log=_barrier_line(key, field)), kb)
