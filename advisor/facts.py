@@ -307,6 +307,11 @@ LINE_PREFIX = (
 )
 
 
+# py-spy prints its dumps itself, so no launcher prefixes its lines; a user who dumps each rank may
+# label them the way torchrun does. A small prefix keeps these line-anchored probes cheap.
+_DUMP_PREFIX = r"(?:\[(?:rank|default)\d{1,6}\]:)?"
+
+
 FACT_PROBES: list[FactProbe] = [
     # ProcessGroupNCCL WorkNCCL descriptions (watchdog timeout, desync report, "Timeout at NCCL work")
     FactProbe("work-nccl", r"WorkNCCL\(SeqNum=\d+", ignore_case=False),
@@ -357,9 +362,9 @@ FACT_PROBES: list[FactProbe] = [
     # "Process <pid>: <command line>", "Thread <tid> (idle|active|active+gil): "<name>"", and each
     # frame as "    <function> (<file>:<line>)" (native frames: "(<library or source file>)")
     FactProbe("dump-process", r"(?m)^Process (?P<pid>\d{1,10}): \S", ignore_case=False),
-    FactProbe("dump-thread", r"(?m)^" + LINE_PREFIX + r"Thread (?P<tid>\d{1,10}|0[xX][0-9a-fA-F]{1,16}) \((?:idle|active|active\+gil)\)"
+    FactProbe("dump-thread", r"(?m)^" + _DUMP_PREFIX + r"Thread (?P<tid>\d{1,10}|0[xX][0-9a-fA-F]{1,16}) \((?:idle|active|active\+gil)\)"
                              r"(?:: \"(?P<name>[^\"\n]{0,200})\")?", ignore_case=False),
-    FactProbe("dump-frame", r"(?m)^" + LINE_PREFIX + r" {4}(?P<func>[^\s()][^()\n]{0,200}?) \((?P<path>[^()\s]{1,400}?\.(?:py|pyx|so[\w.]{0,12}|cc|cpp|cu|c|h)|<\w{1,20}>)"
+    FactProbe("dump-frame", r"(?m)^" + _DUMP_PREFIX + r" {4}(?P<func>[^\s()][^()\n]{0,150}?) \((?P<path>[^()\s]{1,250}?\.(?:py|pyx|so[\w.]{0,12}|cc|cpp|cu|c|h)|<\w{1,20}>)"
                             r"(?::(?P<lineno>\d{1,7}))?\)\s*$", ignore_case=False),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
