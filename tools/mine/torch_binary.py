@@ -152,6 +152,12 @@ def _wordings(spec: dict) -> list[dict]:
     return out
 
 
+def _before(version: str, since: str | None) -> bool:
+    """A wording marked `since: X` (its pieces are all common words, found apart in older releases'
+    strings, while its source shows it first in X) is never held by an older release."""
+    return since is not None and catalogue_io.version_key(version) < catalogue_io.version_key(str(since))
+
+
 def presence_of(cache: Path, versions: list[str], specs: list[dict]) -> dict[tuple[str, str], list[str]]:
     """(message id, wording) -> the releases holding it; one release in memory at a time (a few hundred MB)."""
     presence: dict[tuple[str, str], list[str]] = {}
@@ -165,7 +171,7 @@ def presence_of(cache: Path, versions: list[str], specs: list[dict]) -> dict[tup
             del release
             memo_path.write_text(json.dumps(memo))
         for spec in specs:
-            held = [w["text"] for w in _wordings(spec) if memo[w["text"]]]
+            held = [w["text"] for w in _wordings(spec) if memo[w["text"]] and not _before(v, w.get("since"))]
             if held:
                 # a newer wording often extends an older one (more pieces): the most specific one held wins
                 best = max(held, key=lambda t: sum(len(p) for p in literal_parts(t)))
@@ -251,8 +257,11 @@ def mine(cache: Path, components: list[str] | None) -> int:
                     print(f"  ? {entry['id']}: no wording found in {inner}")
             entries.append(entry)
         mined_from = [m for m in doc.get("mined_from", []) if "(strings)" not in m["artifact"] and "placeholder" not in m["artifact"]]
-        libs = ", ".join(f"torch/lib/{lib}" for lib in COMPONENT_LIBS.get(component, ("libtorch_cpu.so",)))
         for v in versions:
+            names = COMPONENT_LIBS.get(component, ("libtorch_cpu.so",))
+            if catalogue_io.version_key(v) < catalogue_io.version_key("2.0"):  # 1.x: the CUDA library was split
+                names = tuple(n.replace("libtorch_cuda.so", "libtorch_cuda_cpp.so") for n in names)
+            libs = ", ".join(f"torch/lib/{lib}" for lib in names)
             mined_from.append({
                 "artifact": f"torch=={v} {torch_wheels.wheel_name(v, cache)}: {libs} (strings)",
                 "url": torch_wheels.pypi_url(v),

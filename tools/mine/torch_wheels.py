@@ -21,14 +21,18 @@ from pathlib import Path
 from catalogue_io import version_key
 
 DEFAULT_CACHE = Path(os.environ.get("TORCH_MINE_CACHE", "/work/mine/torch"))
-LIBS = ("libtorch_cuda.so", "libtorch_cpu.so", "libc10_cuda.so", "libc10.so", "libtorch_python.so")
+# torch 1.x wheels split libtorch_cuda.so into libtorch_cuda_cpp.so (ProcessGroupNCCL's C++) and
+# libtorch_cuda_cu.so (the kernels); the 1.13.1 wheel's libtorch_cuda.so is a 0.2 MB stub
+LIBS = ("libtorch_cuda.so", "libtorch_cuda_cpp.so", "libtorch_cuda_cu.so", "libtorch_cpu.so", "libc10_cuda.so", "libc10.so",
+        "libtorch_python.so")
 SOURCES = (
     "torch/distributed/", "torch/nn/parallel/", "torch/utils/data/", "torch/version.py", "torch/cuda/__init__.py",
     "torch/_utils.py", "torch/multiprocessing/",
     "torch/include/torch/csrc/distributed/c10d/",
 )
-# one release per minor: the newest patch release of each (2.13.0 is the only 2.13 with CUDA wheels)
-RELEASES = ("2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0")
+# one release per minor: the newest patch release of each (2.13.0 is the only 2.13 with CUDA wheels),
+# from 1.13.1 (the oldest with a Python 3.11 wheel; public threads' torch 1.x logs)
+RELEASES = ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0")
 
 
 def pypi_url(version: str) -> str:
