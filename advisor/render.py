@@ -214,7 +214,8 @@ def _ranges(ranks: list[int]) -> str:
 
 _SHOW_FACTS = ["framework", "framework_version", "torch_version", "nccl_version", "transformers_version", "trl_version", "phase", "op_type", "timeout_ms",
                "seq_num", "world_size", "nodes", "gpus_per_node", "model_size_b", "first_failure", "user_exception",
-               "heartbeat_timeout_s", "store_timeout_s", "rendezvous_host", "exit_code", "signal", "slowdown"]
+               "heartbeat_timeout_s", "store_timeout_s", "rendezvous_host", "exit_code", "signal", "slowdown",
+               "waiting_ops", "dump_stragglers", "straggler_activity", "later_group_barrier"]
 
 
 def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False, width: int = 100) -> str:

@@ -127,3 +127,12 @@ def test_activity_reads_torch_frames_that_are_an_activity():
     assert activity([DumpFrame("all_reduce", "torch/distributed/distributed_c10d.py", 1),
                      DumpFrame("evaluate", "trainer.py", 10)]) == "eval"
     assert activity([DumpFrame("all_reduce", "/venv/lib/torch/distributed/distributed_c10d.py", 1)]) is None
+
+
+def test_verbose_output_names_the_process_and_its_frame(kb):
+    from advisor.render import render_text
+
+    text = render_text(run(kb, (DUMPS / "save.txt").read_text()), verbose=True)
+    facts = text[text.index("\nFacts\n"):]
+    assert "dump_stragglers = ['pid 24271']" in facts
+    assert "pid 24271 is in save_checkpoint (straggler.py:5)" in facts
