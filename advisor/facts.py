@@ -358,9 +358,11 @@ FACT_PROBES: list[FactProbe] = [
     # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
     FactProbe("rich-frame", r"(?P<path>/[\w./+-]{1,400}\.py):(?P<lineno>\d+) in (?P<func>\w+)", ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
-    # py-spy dumps of hung processes (advisor.stackdumps; format from py-spy's src/dump.rs):
+    # py-spy dumps of hung processes (advisor.stackdumps; format from py-spy's src/dump.rs; torch
+    # >= 2.11's debug server puts each rank's under "=== Rank <i>: <address> ==="):
     # "Process <pid>: <command line>", "Thread <tid> (idle|active|active+gil): "<name>"", and each
     # frame as "    <function> (<file>:<line>)" (native frames: "(<library or source file>)")
+    FactProbe("dump-rank", r"(?m)^=== Rank (?P<rank>\d{1,6}): [^\n]{0,200} ===[ \t]*$", ignore_case=False),
     FactProbe("dump-process", r"(?m)^Process (?P<pid>\d{1,10}): \S", ignore_case=False),
     FactProbe("dump-thread", r"(?m)^" + _DUMP_PREFIX + r"Thread (?P<tid>\d{1,10}|0[xX][0-9a-fA-F]{1,16}) \((?:idle|active|active\+gil)\)"
                              r"(?:: \"(?P<name>[^\"\n]{0,200})\")?", ignore_case=False),
@@ -886,6 +888,11 @@ class FactCollector:
               and len(self.waiting) < _MAX_RANKS):
             # a collective error raised out of backward comes from DDP's reducer: the gradient all-reduce
             self.waiting[rank] = "all_reduce"
+
+    def _on_dump_rank(self, hit: LineHit) -> None:
+        rank = _int(hit.group("rank"))
+        if rank is not None:
+            self.dumps.rank_header(hit.line_no, rank)
 
     def _on_dump_process(self, hit: LineHit) -> None:
         self.dumps.process(hit.line_no, hit.group("pid") or "")

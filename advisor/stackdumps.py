@@ -1,8 +1,10 @@
 """Stack dumps of hung processes (`py-spy dump --pid <PID>` on each rank): who waits in which
 collective, and what the process the others wait for is doing.
 
-py-spy is what one runs on a job that hangs without an error (the heartbeat monitor's own advice,
-the NCCL and PyTorch issue templates). Its text format (py-spy src/dump.rs, 0.3 .. 0.4):
+py-spy is what one runs on a job that hangs without an error, by hand or through torch's debug
+server (torch >= 2.11, torch/distributed/debug/_debug_handlers.py: PySpyHandler.dump() collects
+every rank's dump under a "=== Rank <i>: <address> ===" header). py-spy's text format (src/dump.rs,
+0.3 .. 0.4):
 
     Process 24271: /usr/bin/python -u train.py
     Python v3.11.7 (/usr/bin/python3.11)
@@ -97,7 +99,11 @@ class StackDumps:
     threads: list[ThreadStack] = field(default_factory=list)
     _pid: str | None = None
     _pid_line: int = 0
+    _rank: int | None = None  # from the debug server's "=== Rank i: ... ===" header
     _open: ThreadStack | None = None
+
+    def rank_header(self, line: int, rank: int) -> None:
+        self._rank, self._pid, self._open = rank, None, None
 
     def process(self, line: int, pid: str) -> None:
         self._pid, self._pid_line, self._open = pid, line, None
@@ -107,6 +113,7 @@ class StackDumps:
             self._open = None
             return
         main = name == "MainThread"
+        rank = rank if rank is not None else self._rank
         if rank is not None:
             key = f"rank {rank}"
         elif self._pid is not None and line - self._pid_line < 4 * MAX_FRAMES:

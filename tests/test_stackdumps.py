@@ -136,3 +136,15 @@ def test_verbose_output_names_the_process_and_its_frame(kb):
     facts = text[text.index("\nFacts\n"):]
     assert "dump_stragglers = ['pid 24271']" in facts
     assert "pid 24271 is in save_checkpoint (straggler.py:5)" in facts
+
+
+def test_the_debug_servers_rank_headers_key_the_processes(kb):
+    """torch >= 2.11's debug server (torch/distributed/debug/_debug_handlers.py, PySpyHandler.dump)
+    joins every rank's py-spy dump under '=== Rank <i>: <address> ==='."""
+    text = (DUMPS / "mismatch.txt").read_text()
+    first, second = text.index("Process 26737"), text.index("Process 26738")
+    joined = ("=== Rank 0: 10.0.0.1:8090 ===\n" + text[first:second]
+              + "=== Rank 1: 10.0.0.2:8090 ===\n" + text[second:])
+    d = run(kb, joined)
+    assert fact(d, "waiting_ops") == {"0": "all_reduce", "1": "all_gather"}
+    assert fact(d, "op_mismatch") is True
