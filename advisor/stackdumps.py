@@ -37,17 +37,21 @@ FRAME_GAP = 64
 """lines a frame may follow the previous line of its stack by (py-spy's --locals prints the
 arguments and locals between frames); further away, the stack has ended."""
 
-# NCCL's collective entry points (src/collectives.cc, src/enqueue.cc) as py-spy --native names them,
-# and the torch.distributed call each one serves
+# NCCL's collective entry points (the NCCL_API functions of src/collectives.cc, read at v2.29.7) as
+# py-spy --native names them, and the torch.distributed call each one serves
 _NCCL_CALLS = {
     "ncclAllReduce": "all_reduce", "ncclAllGather": "all_gather", "ncclReduceScatter": "reduce_scatter",
     "ncclBroadcast": "broadcast", "ncclBcast": "broadcast", "ncclReduce": "reduce", "ncclSend": "send",
-    "ncclRecv": "recv", "ncclAllToAll": "all_to_all",
+    "ncclRecv": "recv", "ncclAlltoAll": "all_to_all",
 }
-# DDP's own collectives, run from its forward (torch/nn/parallel/distributed.py: buffers and, at
-# construction, the module states are broadcast from rank 0)
-_DDP_BROADCASTS = frozenset({"_sync_buffers", "_sync_module_buffers", "_default_broadcast_coalesced",
-                             "_distributed_broadcast_coalesced", "_sync_params_and_buffers"})
+# DDP's own broadcasts, with the file that defines each (torch 2.13): its forward syncs buffers from
+# rank 0 (nn/parallel/distributed.py), its constructor the module states (distributed/utils.py)
+_DDP_BROADCASTS = frozenset({
+    ("_sync_buffers", "nn/parallel/distributed.py"), ("_sync_module_buffers", "nn/parallel/distributed.py"),
+    ("_default_broadcast_coalesced", "nn/parallel/distributed.py"),
+    ("_distributed_broadcast_coalesced", "nn/parallel/distributed.py"),
+    ("_sync_params_and_buffers", "distributed/utils.py"),
+})
 
 # Processes dumped with the ranks when a user dumps every python process of a job, which are no
 # rank: a launcher in its monitor loop (torchrun's elastic agent, the deprecated
@@ -179,7 +183,7 @@ def _read(stack: ThreadStack) -> ProcessState:
         path = f.file.replace("\\", "/")
         if name in COLLECTIVE_CALLS and path.endswith("distributed/distributed_c10d.py"):
             waits_in = name
-        elif name in _DDP_BROADCASTS and path.endswith("nn/parallel/distributed.py"):
+        elif any(name == fn and path.endswith(file) for fn, file in _DDP_BROADCASTS):
             waits_in = "broadcast"
         elif f.name in _NCCL_CALLS:
             waits_in = _NCCL_CALLS[f.name]

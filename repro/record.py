@@ -300,8 +300,13 @@ def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], 
     """`py-spy dump --pid` on every Python process of the run once the run has printed `after` (and
     STACK_DUMP_WAIT_S more seconds), written into the run's own output as a user pastes it next to
     the log. Nothing when the text never comes."""
-    needle = after.encode()
-    while needle not in b"".join(chunks):
+    needle, seen, tail = after.encode(), 0, b""
+    while True:
+        fresh, seen = chunks[seen:], len(chunks)  # only what arrived since the last look
+        window = tail + b"".join(fresh)
+        if needle in window:
+            break
+        tail = window[-len(needle):]
         if all(p.poll() is not None for p in procs):
             return
         time.sleep(0.25)

@@ -325,42 +325,45 @@ def test_a_bridge_address_that_never_answers_is_an_unreachable_address_not_a_lat
     assert diagnose(DiagnoseRequest(log=log.format(host="10.0.1.75")), kb).causes[0].code == "slow-startup-skew"
 
 
-@pytest.mark.parametrize("line, phase", [
-    ("2020-01-14 09:01:53,683 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs", "first-step"),
-    ("2020-01-14 09:01:53,683 - mmseg - INFO - workflow: [('train', 1), ('val', 1)], max: 80000 iters", "first-step"),
-    ("2020-01-14 09:05:53,683 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.000e-02, eta: 1 day, 2:03:04", "train"),
-    ("2020-01-14 09:05:53,683 - mmseg - INFO - Iter [50/80000]\tlr: 9.997e-03, eta: 9:01:02", "train"),
-    ("2023/01/14 09:05:53 - mmengine - INFO - Epoch(train)  [1][  50/7330]  lr: 1.0000e-02  eta: 1 day", "train"),
-    ("2023/01/14 09:25:53 - mmengine - INFO - Epoch(val)  [1][ 100/5000]    eta: 0:03:00", "eval"),
-    ("2020-01-14 09:25:53,683 - mmdet - INFO - Epoch(val) [1][500]\tbbox_mAP: 0.3000", "eval"),
-])
-def test_openmmlab_runner_lines_say_the_phase(kb, line, phase):
-    """mmcv's runner and TextLoggerHook and mmengine's LogProcessor print these formats."""
+# Frameworks' own progress lines, by the sources they were read in:
+# OpenMMLab: mmcv's runner ('workflow: ..., max: N epochs') and TextLoggerHook, mmengine's LogProcessor;
+# Megatron-LM: initialize.py, training.py, checkpointing.py, core/datasets (v2.6 .. main)
+FRAMEWORK_PHASE_LINES = {
+    "openmmlab": [
+        ("2020-01-14 09:01:53,683 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs", "first-step"),
+        ("2020-01-14 09:01:53,683 - mmseg - INFO - workflow: [('train', 1), ('val', 1)], max: 80000 iters", "first-step"),
+        ("2020-01-14 09:05:53,683 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.000e-02, eta: 1 day, 2:03:04", "train"),
+        ("2020-01-14 09:05:53,683 - mmseg - INFO - Iter [50/80000]\tlr: 9.997e-03, eta: 9:01:02", "train"),
+        ("2023/01/14 09:05:53 - mmengine - INFO - Epoch(train)  [1][  50/7330]  lr: 1.0000e-02  eta: 1 day", "train"),
+        ("2023/01/14 09:25:53 - mmengine - INFO - Epoch(val)  [1][ 100/5000]    eta: 0:03:00", "eval"),
+        ("2020-01-14 09:25:53,683 - mmdet - INFO - Epoch(val) [1][500]\tbbox_mAP: 0.3000", "eval"),
+    ],
+    "megatron": [
+        ("> initializing torch distributed ...", "init"),
+        ("> compiling and loading fused kernels ...", "init"),
+        (">>> done with compiling and loading fused kernels. Compilation time: 41.228 seconds", "init"),
+        ("building GPT model ...", "init"),
+        ("> building train, validation, and test datasets ...", "data-prep"),
+        (" > building dataset index ...", "data-prep"),
+        ("INFO:megatron.core.datasets.gpt_dataset:Build and save the GPTDataset train indices", "data-prep"),
+        (" iteration      100/  500000 | consumed samples:        51200 | elapsed time per iteration (ms): 1234.5 |", "train"),
+        ("saving checkpoint at iteration    2000 to /ckpt in torch_dist format", "save"),
+        ("Evaluating iter 10/100", "eval"),
+    ],
+}
+# the same words in other shapes: no cue
+FRAMEWORK_LOOK_ALIKES = {
+    "openmmlab": "workflow: train, max: 12 epochs\nEpoch [1] done, loss 0.3\nIter 50/8000 lr 0.01\n",
+    "megatron": "initializing torch distributed\nbuilding the model\niteration 100 consumed samples 51200\nEvaluation iter 10 of 100\n",
+}
+
+
+@pytest.mark.parametrize("framework, line, phase", [(fw, line, phase) for fw, rows in FRAMEWORK_PHASE_LINES.items()
+                                                    for line, phase in rows])
+def test_framework_progress_lines_say_the_phase(kb, framework, line, phase):
     assert facts(kb, line + "\n" + watchdog(1, 900))["phase"] == phase
 
 
-def test_openmmlab_look_alikes_say_no_phase(kb):
-    near = "workflow: train, max: 12 epochs\nEpoch [1] done, loss 0.3\nIter 50/8000 lr 0.01\n"
-    assert "phase" not in facts(kb, near + watchdog(1, 900))
-
-
-@pytest.mark.parametrize("line, phase", [
-    ("> initializing torch distributed ...", "init"),
-    ("> compiling and loading fused kernels ...", "init"),
-    (">>> done with compiling and loading fused kernels. Compilation time: 41.228 seconds", "init"),
-    ("building GPT model ...", "init"),
-    ("> building train, validation, and test datasets ...", "data-prep"),
-    (" > building dataset index ...", "data-prep"),
-    ("INFO:megatron.core.datasets.gpt_dataset:Build and save the GPTDataset train indices", "data-prep"),
-    (" iteration      100/  500000 | consumed samples:        51200 | elapsed time per iteration (ms): 1234.5 |", "train"),
-    ("saving checkpoint at iteration    2000 to /ckpt in torch_dist format", "save"),
-    ("Evaluating iter 10/100", "eval"),
-])
-def test_megatron_lines_say_the_phase(kb, line, phase):
-    """Megatron-LM's own formats (initialize.py, training.py, checkpointing.py, core/datasets; v2.6 .. main)."""
-    assert facts(kb, line + "\n" + watchdog(1, 900))["phase"] == phase
-
-
-def test_megatron_look_alikes_say_no_phase(kb):
-    near = "initializing torch distributed\nbuilding the model\niteration 100 consumed samples 51200\nEvaluation iter 10 of 100\n"
-    assert "phase" not in facts(kb, near + watchdog(1, 900))
+@pytest.mark.parametrize("framework", sorted(FRAMEWORK_LOOK_ALIKES))
+def test_framework_look_alikes_say_no_phase(kb, framework):
+    assert "phase" not in facts(kb, FRAMEWORK_LOOK_ALIKES[framework] + watchdog(1, 900))

@@ -57,6 +57,23 @@ def test_every_process_in_the_same_collective_names_no_straggler(kb):
     assert fact(d, "op_mismatch") is None
 
 
+def _processes(text: str):
+    """The dumped processes the collector reads from `text` (the scanner's own probes)."""
+    from advisor.facts import FactCollector
+    from advisor.knowledge import load_kb
+    from advisor.reader import iter_blocks
+    from advisor.scan import scan
+
+    collector = FactCollector()
+    scan(iter_blocks(text), load_kb().probe_table, [collector])
+    return collector.dumps.processes()
+
+
+def _one_stack(frames: list[str]):
+    (proc,) = _processes('Thread 7 (idle): "MainThread"\n' + "".join(f"    {f}\n" for f in frames))
+    return proc.waits_in
+
+
 NATIVE = """\
 Thread 1302975 (active): "MainThread"
     sched_yield (libc.so.6)
@@ -76,15 +93,7 @@ Thread 1303001 (idle): "Thread-2"
 
 def test_native_frames_name_the_nccl_call():
     """`py-spy dump --native`: NCCL's entry point says which collective (no Python c10d frame)."""
-    from advisor.facts import FactCollector
-    from advisor.scan import scan
-    from advisor.knowledge import load_kb
-    from advisor.reader import iter_blocks
-
-    kb = load_kb()
-    collector = FactCollector()
-    scan(iter_blocks(NATIVE), kb.probe_table, [collector])
-    procs = collector.dumps.processes()
+    procs = _processes(NATIVE)
     assert [(p.key, p.waits_in) for p in procs] == [("pid 1302975", "all_reduce")]  # the pin-memory thread is no process
 
 
@@ -148,3 +157,15 @@ def test_the_debug_servers_rank_headers_key_the_processes(kb):
     d = run(kb, joined)
     assert fact(d, "waiting_ops") == {"0": "all_reduce", "1": "all_gather"}
     assert fact(d, "op_mismatch") is True
+
+
+def test_ddp_and_native_calls_that_wait():
+    """DDP's constructor broadcasts the module states from distributed/utils.py (torch 2.13); NCCL's
+    all-to-all entry point is ncclAlltoAll (src/collectives.cc)."""
+    assert _one_stack(["_sync_params_and_buffers (torch/distributed/utils.py:318)",
+                       "_sync_module_states (torch/distributed/utils.py:300)",
+                       "__init__ (torch/nn/parallel/distributed.py:835)", "<module> (train.py:9)"]) == "broadcast"
+    assert _one_stack(["_sync_buffers (torch/nn/parallel/distributed.py:2100)", "<module> (train.py:9)"]) == "broadcast"
+    assert _one_stack(["ncclAlltoAll (collectives.cc:98)", "<module> (train.py:9)"]) == "all_to_all"
+    # the same function names in another file are not DDP's
+    assert _one_stack(["_sync_buffers (mylib/sync.py:3)", "<module> (train.py:9)"]) is None
