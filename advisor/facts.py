@@ -73,7 +73,8 @@ _SPECS = [
     FactSpec("bridge_address", "bool", "a rank connects to, or advertises, an address of Docker's default bridge "
              "(docker0, 172.17.0.0/16): private to its host, so ranks on other machines cannot reach it"),
     FactSpec("nccl_failed_transport", "str", "the NCCL transport module NCCL's error trail first passes through "
-             "(src/transport/<module> in an `INFO file:line -> code` line)", ("ib", "socket", "p2p", "shm", "nvls", "collnet")),
+             "(src/transport/<module> in an `INFO file:line -> code` line; bootstrap: src/bootstrap.cc with a system error)",
+             ("ib", "socket", "p2p", "shm", "nvls", "collnet", "bootstrap")),
     FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
     FactSpec("clients_joined", "int", "ranks that joined the store before it timed out"),
     FactSpec("first_failure", "str", "kind of the earliest failure (cascade excluded)",
@@ -99,7 +100,7 @@ _SPECS = [
     FactSpec("saves_optimizer", "bool", "checkpoints include the optimizer state"),
     FactSpec("sharded_checkpoint", "bool", "each rank writes its own shard (FSDP/DCP/ZeRO) rather than rank 0 gathering everything"),
     FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),
-    FactSpec("waiting_ops", "dict", "per rank: the torch.distributed call its traceback was waiting in (all_reduce, all_gather, barrier, ...)"),
+    FactSpec("waiting_ops", "dict", "per rank (or dumped process): the torch.distributed call its traceback or stack dump was waiting in (all_reduce, all_gather, barrier, ...)"),
     FactSpec("duplicate_ranks", "list", "global ranks announced by more than one process (two nodes computed the same ranks)"),
     FactSpec("awaited_rank", "int", "the rank whose key the store waited for (the last number of a `keys: .../N` store key)"),
     FactSpec("launched_on_one_node_only", "bool", "the launcher ran the job on this machine alone (DeepSpeed found no hostfile): "
@@ -146,7 +147,7 @@ _SPECS = [
     FactSpec("straggler_activity", "list", "what the ranks the others wait for are doing, read from their stacks (the Flight "
              "Recorder stack of a culprit's last collective, or a stack dump of a process outside any collective)",
              ("save", "eval", "data", "dataloader", "logging")),
-    FactSpec("dump_stragglers", "list", "stack dumps (py-spy): processes outside any torch.distributed call while others wait in one"),
+    FactSpec("dump_stragglers", "list", "stack dumps (py-spy, faulthandler): processes outside any torch.distributed call while others wait in one"),
 ]
 FACTS: dict[str, FactSpec] = {s.name: s for s in _SPECS}
 
@@ -348,7 +349,11 @@ FACT_PROBES: list[FactProbe] = [
     # net_ib/*.cc InfiniBand/RoCE verbs, net_socket TCP, p2p, shm, nvls, coll_net). Only the trail
     # counts: a WARN line is already its own catalogued message (one line, one vote). NCCL < 2.4
     # printed "INFO" without the "NCCL" word.
-    FactProbe("nccl-transport-site", r"\bINFO transport/(?P<transport>net_ib|net_socket|p2p|shm|nvls|coll_net)(?:/\w{1,40})?\.(?:cc|cu):\d{1,6} -> -?\d", ignore_case=False),
+    # NCCL's bootstrap (src/bootstrap.cc: the TCP connections to the root and ring peers it opens
+    # at init, over the interface NCCL_SOCKET_IFNAME picks) in the trail with ncclSystemError (2, a
+    # socket call failed) counts too: its other codes are NCCL's own state, not the network
+    FactProbe("nccl-transport-site", r"\bINFO (?:transport/(?P<transport>net_ib|net_socket|p2p|shm|nvls|coll_net)(?:/\w{1,40})?\.(?:cc|cu):\d{1,6} -> -?\d"
+                                     r"|(?P<boot>bootstrap)\.c[cu]:\d{1,6} -> 2\b)", ignore_case=False),
     FactProbe("gloo-connect-world", r"\brank=(?P<rank>\d+), size=(?P<world>\d+)"),
     FactProbe("connect-target", r"(?:connect to \((?P<h1>[^,()\s]+), (?P<p1>\d+)\)|Connect to (?P<h2>[\w.:-]+)<(?P<p2>\d+)>|network address of \((?P<h3>[^,()\s]+), (?P<p3>\d+)\)|connect/validate to host (?P<h4>[^\s:]+):(?P<p4>\d+)|MASTER_ADDR[=:] ?(?P<h5>[\w.-]+)|rdzv[_-]endpoint[=: ]+(?P<h6>[\w.-]+):(?P<p6>\d+))"),
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
@@ -368,6 +373,18 @@ FACT_PROBES: list[FactProbe] = [
                              r"(?:: \"(?P<name>[^\"\n]{0,200})\")?", ignore_case=False),
     FactProbe("dump-frame", r"(?m)^" + _DUMP_PREFIX + r" {4}(?P<func>[^\s()][^()\n]{0,150}?) \((?P<path>[^()\s]{1,250}?\.(?:py|pyx|so[\w.]{0,12}|cc|cpp|cu|c|h)|<\w{1,20}>)"
                             r"(?::(?P<lineno>\d{1,7}))?\)\s*$", ignore_case=False),
+    # Python's faulthandler dumps (CPython Python/traceback.c: write_thread_id, dump_frame; 3.8 ..
+    # 3.14), printed on a fatal signal when faulthandler is on (PYTHONFAULTHANDLER=1, `python -X
+    # faulthandler`, torch.distributed.elastic's @record), on SIGABRT from NCCL's watchdog too, or on
+    # demand (faulthandler.dump_traceback_later / register): "Fatal Python error: Aborted" or
+    # "Timeout (0:05:00)!", then "Current thread 0x<id> (most recent call first):" / "Thread 0x<id>
+    # [name] (most recent call first):" (the name since 3.14) / "Stack (most recent call first):",
+    # and each frame, innermost first, as '  File "<path>", line <n> in <function>'
+    FactProbe("fh-start", r"(?m)^" + _DUMP_PREFIX + r"(?:Fatal Python error: |Timeout \(\d{1,6}:\d\d:\d\d(?:\.\d{1,6})?\)!)", ignore_case=False),
+    FactProbe("fh-thread", r"(?m)^" + _DUMP_PREFIX + r"(?:(?:Current thread|Thread) 0x(?P<tid>[0-9a-fA-F]{1,16})(?: \[(?P<name>[^\]\n]{1,100})\]| <[^>\n]{1,16}>)?|Stack)"
+                           r" \(most recent call first\):", ignore_case=False),
+    FactProbe("fh-frame", r'(?m)^' + _DUMP_PREFIX + r'  File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d{1,7}) in (?P<func>[^\s]{1,200})[ \t]*$',
+              ignore_case=False),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
     # torch.distributed.elastic's ChildFailedError summary: the "Root Cause" block names the rank
@@ -814,7 +831,7 @@ class FactCollector:
 
     def _on_nccl_transport_site(self, hit: LineHit) -> None:
         if "nccl_failed_transport" not in self.values:
-            module = hit.group("transport")
+            module = hit.group("transport") or hit.group("boot") or ""
             self._set("nccl_failed_transport", _TRANSPORTS.get(module, module), hit)
 
     def _on_loopback_transport(self, hit: LineHit) -> None:
@@ -898,13 +915,25 @@ class FactCollector:
         self.dumps.process(hit.line_no, hit.group("pid") or "")
 
     def _on_dump_thread(self, hit: LineHit) -> None:
-        rank = hit.rank
-        if rank is None:  # the probe is anchored at the line's start: a launcher's prefix is inside the match
-            rank = rank_prefix(hit.text.split("Thread ", 1)[0])
-        self.dumps.thread(hit.line_no, rank, hit.group("tid") or "", hit.group("name"))
+        prefix = rank_prefix(hit.text.split("Thread ", 1)[0])  # the probe is anchored at the line's start
+        rank = hit.rank if hit.rank is not None else prefix
+        self.dumps.thread(hit.line_no, rank, hit.group("tid") or "", hit.group("name"), prefix=prefix)
 
     def _on_dump_frame(self, hit: LineHit) -> None:
-        self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")))
+        self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")),
+                         prefix=rank_prefix(hit.text[:24]))
+
+    def _on_fh_start(self, hit: LineHit) -> None:
+        self.dumps.dump_start(hit.line_no, rank_prefix(hit.text[:24]))
+
+    def _on_fh_thread(self, hit: LineHit) -> None:
+        prefix = rank_prefix(hit.text[:24])
+        rank = hit.rank if hit.rank is not None else prefix
+        self.dumps.thread(hit.line_no, rank, hit.group("tid") or "", hit.group("name"), prefix=prefix, faulthandler=True)
+
+    def _on_fh_frame(self, hit: LineHit) -> None:
+        self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")),
+                         prefix=rank_prefix(hit.text[:24]))
 
     def _on_exception_line(self, hit: LineHit) -> None:
         etype = hit.group("type") or ""

@@ -20,6 +20,12 @@ adds indented argument lines. Only each process's main thread is read (the threa
 MainThread, or the one whose outermost frame is the script's `<module>`): that is where the
 training loop runs.
 
+Python's faulthandler dumps (CPython Python/traceback.c) carry the same information: "Fatal Python
+error: Aborted" (a rank NCCL's watchdog aborted, with PYTHONFAULTHANDLER=1 or elastic's @record) or
+"Timeout (0:05:00)!", then per thread "Thread 0x<id> (most recent call first):" and its frames
+'  File "<path>", line <n> in <function>', innermost first. They carry no pid: without a launcher's
+prefix, each dump is one process.
+
 A process whose main thread sits in a torch.distributed call waits; one that does not while
 others wait is the one they wait for, and its frames say what it is doing (advisor.stack_activity).
 """
@@ -104,35 +110,59 @@ class StackDumps:
     _pid: str | None = None
     _pid_line: int = 0
     _rank: int | None = None  # from the debug server's "=== Rank i: ... ===" header
-    _open: ThreadStack | None = None
+    # the stack being read, per line prefix: ranks whose output a launcher prefixes ("[default1]:")
+    # write their dumps at the same moment (every rank aborts at once), so their lines interleave
+    _open: dict[int | None, ThreadStack] = field(default_factory=dict)
+    # faulthandler dumps carry no process id: an unprefixed one is a new process when it starts
+    # ("Fatal Python error: ...") or when its first thread does not follow the previous stack
+    _fh_process: int = 0
+    _fh_new: bool = True
+    _fh_last: ThreadStack | None = None
 
     def rank_header(self, line: int, rank: int) -> None:
-        self._rank, self._pid, self._open = rank, None, None
+        self._rank, self._pid = rank, None
+        self._open.pop(None, None)
 
     def process(self, line: int, pid: str) -> None:
-        self._pid, self._pid_line, self._open = pid, line, None
+        self._pid, self._pid_line = pid, line
+        self._open.pop(None, None)
 
-    def thread(self, line: int, rank: int | None, tid: str, name: str | None) -> None:
+    def dump_start(self, line: int, prefix: int | None) -> None:
+        """A faulthandler dump begins ("Fatal Python error: ...", "Timeout (...)!")."""
+        self._open.pop(prefix, None)
+        if prefix is None:
+            self._fh_new = True
+
+    def thread(self, line: int, rank: int | None, tid: str, name: str | None, *, prefix: int | None = None,
+               faulthandler: bool = False) -> None:
         if len(self.threads) >= MAX_STACKS:
-            self._open = None
+            self._open.pop(prefix, None)
             return
         main = name == "MainThread"
         rank = rank if rank is not None else self._rank
         if rank is not None:
             key = f"rank {rank}"
+        elif faulthandler:
+            previous = self._fh_last
+            if self._fh_new or previous is None or line - previous.last_line > 2:  # threads of one dump: one blank line apart
+                self._fh_process += 1
+            self._fh_new = False
+            key = f"dump {self._fh_process}"
         elif self._pid is not None and line - self._pid_line < 4 * MAX_FRAMES:
             key = f"pid {self._pid}"
         elif tid.isdigit() and main:
             key = f"pid {tid}"  # Linux: the main thread's id is the process id
         else:
             key = f"process {len({t.key for t in self.threads if t.main}) + 1}"
-        self._open = ThreadStack(key=key, line=line, main=main, last_line=line)
-        self.threads.append(self._open)
+        self._open[prefix] = stack = ThreadStack(key=key, line=line, main=main, last_line=line)
+        self.threads.append(stack)
+        if faulthandler and rank is None:
+            self._fh_last = stack
 
-    def frame(self, line: int, name: str, file: str, lineno: int | None) -> None:
-        stack = self._open
+    def frame(self, line: int, name: str, file: str, lineno: int | None, *, prefix: int | None = None) -> None:
+        stack = self._open.get(prefix)
         if stack is None or line - stack.last_line > FRAME_GAP or len(stack.frames) >= MAX_FRAMES:
-            self._open = None
+            self._open.pop(prefix, None)
             return
         stack.frames.append(DumpFrame(name, file, lineno))
         stack.last_line = line

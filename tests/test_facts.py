@@ -285,16 +285,41 @@ def test_the_nccl_transport_that_failed_comes_from_its_source_file(kb):
     assert "nccl_failed_transport" not in facts(kb, quiet)
 
 
-def test_an_error_trail_through_the_ib_transport_points_to_infiniband(kb):
+def test_a_bootstrap_system_error_in_the_trail_is_the_bootstrap_network(kb):
+    """src/bootstrap.cc with ncclSystemError (2): a socket call of NCCL's init-time TCP connections
+    failed. Its other codes (3 internal, 6 remote) are NCCL's own state; a transport further down
+    the same trail still names the transport."""
+    trail = ("n3:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
+             "n3:2330:2658 [2] NCCL INFO misc/socket.cc:618 -> 2\n"
+             "n3:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n")
+    f = facts(kb, trail)
+    assert f["nccl_failed_transport"] == "bootstrap"
+    assert f["first_failure"] == "nccl-error" and "no_error_lines" not in f  # an NCCL error, not a silent hang
+    assert "nccl_failed_transport" not in facts(kb, "h:1:2 [4] NCCL INFO bootstrap.cc:554 -> 3\n")
+    assert "nccl_failed_transport" not in facts(kb, "[0] NCCL INFO bootstrap.cc:701 -> 6\n")
+    assert "nccl_failed_transport" not in facts(kb, "h:1:2 [0] NCCL INFO bootstrap.cc:270 -> 25\n")
+
+
+# an NCCL error trail, the transport its file names, and a near miss that must not point there
+TRAIL_CAUSES = [
+    ("n3:2331:2666 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB/SHARP; OOB ibp75s0:192.168.0.103<0>\n"
+     "n3:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
+     "n3:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n", "wrong-network-interface", ("-> 2", "-> 3")),
+    ("node1:54573:54696 [1] include/socket.h:194 WARN Call to recv failed : Connection reset by peer\n"
+     "node1:54573:54696 [1] INFO transport/net_ib.cu:537 -> 2\n"
+     "node1:54573:54696 [1] INFO bootstrap.cu:169 -> 2\n", "infiniband-rdma-issue", ("net_ib.cu", "net_socket.cu")),
+]
+
+
+@pytest.mark.parametrize("log,code,near_miss", TRAIL_CAUSES, ids=["bootstrap-socket", "ib-transport"])
+def test_the_transport_an_error_trail_names_leads(kb, log, code, near_miss):
+    """A bootstrap system error points to the interface NCCL picked (an internal error there does
+    not); a trail through the IB transport points to InfiniBand (the socket transport's does not)."""
     from advisor.diagnose import diagnose
     from advisor.models import DiagnoseRequest
 
-    log = ("node1:54573:54696 [1] include/socket.h:194 WARN Call to recv failed : Connection reset by peer\n"
-           "node1:54573:54696 [1] INFO transport/net_ib.cu:537 -> 2\n"
-           "node1:54573:54696 [1] INFO bootstrap.cu:169 -> 2\n")
-    assert diagnose(DiagnoseRequest(log=log), kb).causes[0].code == "infiniband-rdma-issue"
-    socket = log.replace("net_ib.cu", "net_socket.cu")
-    assert diagnose(DiagnoseRequest(log=socket), kb).causes[0].code != "infiniband-rdma-issue"
+    assert diagnose(DiagnoseRequest(log=log), kb).causes[0].code == code
+    assert diagnose(DiagnoseRequest(log=log.replace(*near_miss)), kb).causes[0].code != code
 
 
 def test_a_docker_bridge_address_is_read_where_ranks_pick_or_dial_it(kb):

@@ -169,3 +169,72 @@ def test_ddp_and_native_calls_that_wait():
     assert _one_stack(["ncclAlltoAll (collectives.cc:98)", "<module> (train.py:9)"]) == "all_to_all"
     # the same function names in another file are not DDP's
     assert _one_stack(["_sync_buffers (mylib/sync.py:3)", "<module> (train.py:9)"]) is None
+
+
+# Python's faulthandler dumps (CPython Python/traceback.c). The fixtures are real: the same programs
+# under `PYTHONFAULTHANDLER=1 torchrun --nproc_per_node N --tee 3`, every rank sent SIGABRT while
+# hung (what NCCL's watchdog does to a timed-out rank), as the fixtures' README says.
+
+def test_faulthandler_dumps_name_the_save_straggler_though_their_lines_interleave(kb):
+    text = (DUMPS / "faulthandler-save.txt").read_text()
+    # the ranks aborted at once: rank 1's last frame arrives after rank 0's whole dump
+    assert text.index("[default0]:Fatal Python error") < text.index("[default1]:  File \"/work/straggler.py\", line 17 in <module>")
+    d = run(kb, text)
+    assert fact(d, "waiting_ops") == {"1": "barrier", "2": "barrier"}
+    assert fact(d, "dump_stragglers") == ["rank 0"]
+    assert fact(d, "straggler_activity") == ["save"]
+    assert d.causes[0].code == "checkpoint-save-straggler"
+
+
+def test_faulthandler_dumps_in_different_collectives_are_a_mismatch(kb):
+    d = run(kb, (DUMPS / "faulthandler-mismatch.txt").read_text())
+    assert fact(d, "waiting_ops") == {"0": "all_reduce", "1": "all_gather"}
+    assert fact(d, "op_mismatch") is True
+    assert d.causes[0].code == "collective-mismatch"
+
+
+def _unprefixed_dumps(text: str) -> str:
+    """Each rank's lines in turn, their prefixes removed: the per-rank error files of `torchrun
+    --redirect 3 --log-dir` pasted one after another."""
+    import re
+
+    lines = [re.match(r"\[default(\d)\]:(.*)", line) for line in text.splitlines()]
+    by_rank: dict[str, list[str]] = {}
+    for m in lines:
+        if m:
+            by_rank.setdefault(m.group(1), []).append(m.group(2))
+    return "\n".join("\n".join(by_rank[r]) for r in sorted(by_rank)) + "\n"
+
+
+def test_unprefixed_faulthandler_dumps_are_one_process_each():
+    text = _unprefixed_dumps((DUMPS / "faulthandler-save.txt").read_text())
+    assert "[default" not in text and text.count("Fatal Python error: Aborted") == 3
+    procs = _processes(text)
+    assert [(p.key, p.waits_in, p.activity) for p in procs] == [
+        ("dump 1", None, "save"), ("dump 2", "barrier", None), ("dump 3", "barrier", None)]
+
+
+def test_threads_of_one_faulthandler_dump_are_one_process():
+    """faulthandler.dump_traceback(all_threads=True): the threads of one process, a blank line
+    apart; only the thread that runs the script counts, once."""
+    text = ("Timeout (0:05:00)!\n"
+            "Thread 0x00007ff58249a6c0 (most recent call first):\n"
+            '  File "/usr/lib/python3.11/threading.py", line 331 in wait\n'
+            '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/pin_memory.py", line 50 in _pin_memory_loop\n'
+            '  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap\n'
+            "\n"
+            "Thread 0x00007ff583019b80 [python] (most recent call first):\n"
+            '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252 in all_reduce\n'
+            '  File "/work/train.py", line 9 in <module>\n')
+    assert [(p.key, p.waits_in) for p in _processes(text)] == [("dump 1", "all_reduce")]
+
+
+def test_a_faulthandler_dump_without_the_script_frame_is_no_rank(kb):
+    """A rank aborted inside an exception hook (or with no Python frame) shows no training loop:
+    the cascade fixture's rank 1 and 2 (rank 0 was saving, the others' barrier broke)."""
+    text = (DUMPS / "faulthandler-cascade.txt").read_text()
+    assert "in _distributed_excepthook" in text and "<no Python frame>" in text
+    assert [(p.key, p.activity) for p in _processes(text)] == [("dump 1", "save")]
+    d = run(kb, text)
+    assert fact(d, "dump_stragglers") is None  # nobody dumped waiting: nothing to compare with
+    assert d.causes[0].code == "checkpoint-save-straggler"
