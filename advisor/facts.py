@@ -402,7 +402,9 @@ FACT_PROBES: list[FactProbe] = [
     # TCPStore wait on a gloo/c10d key whose last segment is a rank ("keys: /default_pg/0//cpu//0/2")
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
-                        r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"),
+                        r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"
+                        # Python's faulthandler (Modules/faulthandler.c, faulthandler_handlers)
+                        r"|Fatal Python error: (?P<fatal>Segmentation fault|Bus error|Illegal instruction|Floating[ -]point exception|Aborted)\b"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
     # transformers >= 5.0 prints the floats as strings ({'loss': '4.17', ..., 'epoch': '0.0625'})
@@ -966,9 +968,13 @@ class FactCollector:
         name = hit.group("name") or hit.group("name2")
         num = hit.group("num") or hit.group("num2") or hit.group("crash")
         names = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
-        shell = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}
-        name = name or names.get(num or "", None) or shell.get(hit.group("shell") or "")
-        if name and (hit.group("crash") or hit.group("shell")):
+        shell = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Illegal instruction": "SIGILL",
+                 "Floating point exception": "SIGFPE", "Floating-point exception": "SIGFPE"}
+        fatal = hit.group("fatal")
+        name = name or names.get(num or "", None) or shell.get(hit.group("shell") or fatal or "")
+        # faulthandler's SIGABRT is no crash of its own: NCCL's watchdog and C++'s terminate (an
+        # uncaught exception, printed above it) abort the process; the other fatal signals are
+        if name and (hit.group("crash") or hit.group("shell") or (fatal and fatal != "Aborted")):
             # a crash report (UCX's signal handler, the shell's "(core dumped)"): the process died of it
             self.on_event(FailureEvent(kind="killed", line=hit.line_no, rank=hit.rank, text=hit_line(hit),
                                        timestamp=timestamp_of(hit.text)))

@@ -174,6 +174,20 @@ def test_signals_and_exit_codes(kb):
     assert f["exit_code"] == -9 and f["signal"] == "SIGKILL" and f["first_failure"] == "killed"
 
 
+def test_python_faulthandlers_fatal_signal_names_the_signal(kb):
+    """faulthandler's "Fatal Python error: <signal>" (Modules/faulthandler.c): a segfault, bus error,
+    illegal instruction or FPE is the process crashing; an abort is what NCCL's watchdog or C++'s
+    terminate does after an error printed above it, so it is no failure of its own."""
+    segv = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f1205428b80 (most recent call first):\n"
+    f = facts(kb, segv)
+    assert f["signal"] == "SIGSEGV" and f["first_failure"] == "killed"
+    assert facts(kb, segv.replace("Segmentation fault", "Floating-point exception"))["signal"] == "SIGFPE"
+    assert facts(kb, segv.replace("Segmentation fault", "Floating point exception"))["signal"] == "SIGFPE"  # older CPython
+    abort = facts(kb, segv.replace("Segmentation fault", "Aborted"))
+    assert abort["signal"] == "SIGABRT" and "first_failure" not in abort
+    assert "signal" not in facts(kb, "Fatal Python error: init_fs_encoding: failed to get the Python codec\n")
+
+
 def test_prediction_and_lightning_eval_bars_are_the_eval_phase(kb):
     """Lightning names its bars "{Validation|Testing|Predicting|Sanity Checking} DataLoader N"
     (callbacks/progress/progress_bar.py); a script announcing its predictions is evaluating too."""
