@@ -311,6 +311,7 @@ LINE_PREFIX = (
 # py-spy prints its dumps itself, so no launcher prefixes its lines; a user who dumps each rank may
 # label them the way torchrun does. A small prefix keeps these line-anchored probes cheap.
 _DUMP_PREFIX = r"(?:\[(?:rank|default)\d{1,6}\]:)?"
+_FH_FRAME_HEAD = re.compile(_DUMP_PREFIX)
 
 
 FACT_PROBES: list[FactProbe] = [
@@ -359,7 +360,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("store-timeout", r"(?:timed out after (?P<s1>\d+)s? |Timed out after (?P<s2>\d+) seconds waiting for clients|wait timeout after (?P<ms>\d+) ?ms|timed out after (?P<ms2>\d+) ?ms)"),
     FactProbe("exception-line", r"(?m)^" + LINE_PREFIX + r" ?(?P<type>(?:[A-Za-z_]\w*\.){0,6}[A-Z]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.{0,500}))?$", ignore_case=False),
     FactProbe("traceback-start", r"Traceback \(most recent call last\)", ignore_case=False),
-    FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+), in (?P<func>[\w<>.]+)', ignore_case=False),
+    # a traceback's frame ('File "p", line n, in f'); without the comma, a faulthandler dump's frame
+    # (below): one probe for both keeps the scanner's automaton small
+    FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+)(?P<tb>,)? in (?P<func>[\w<>.]+)', ignore_case=False),
     # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
     FactProbe("rich-frame", r"(?P<path>/[\w./+-]{1,400}\.py):(?P<lineno>\d+) in (?P<func>\w+)", ignore_case=False),
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
@@ -380,11 +383,10 @@ FACT_PROBES: list[FactProbe] = [
     # "Timeout (0:05:00)!", then "Current thread 0x<id> (most recent call first):" / "Thread 0x<id>
     # [name] (most recent call first):" (the name since 3.14) / "Stack (most recent call first):",
     # and each frame, innermost first, as '  File "<path>", line <n> in <function>'
+    # (frames: the "frame" probe's comma-less form)
     FactProbe("fh-start", r"(?m)^" + _DUMP_PREFIX + r"(?:Fatal Python error: |Timeout \(\d{1,6}:\d\d:\d\d(?:\.\d{1,6})?\)!)", ignore_case=False),
-    FactProbe("fh-thread", r"(?m)^" + _DUMP_PREFIX + r"(?:(?:Current thread|Thread) 0x(?P<tid>[0-9a-fA-F]{1,16})(?: \[(?P<name>[^\]\n]{1,100})\]| <[^>\n]{1,16}>)?|Stack)"
+    FactProbe("fh-thread", r"(?m)^" + _DUMP_PREFIX + r"(?:(?:Current thread|Thread) 0x(?P<tid>[0-9a-fA-F]{1,16})(?: \[(?P<name>[^\]\n]+)\]| <[^>\n]+>)?|Stack)"
                            r" \(most recent call first\):", ignore_case=False),
-    FactProbe("fh-frame", r'(?m)^' + _DUMP_PREFIX + r'  File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d{1,7}) in (?P<func>[^\s]{1,200})[ \t]*$',
-              ignore_case=False),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
     # torch.distributed.elastic's ChildFailedError summary: the "Root Cause" block names the rank
@@ -890,6 +892,9 @@ class FactCollector:
                 kept.append(frame)
 
     def _on_frame(self, hit: LineHit) -> None:
+        if hit.group("tb") is None:
+            self._faulthandler_frame(hit)
+            return
         self._package_frame(hit)
         self.frames_seen = True  # a traceback, even one whose header and exception line were cut: not a silent log
         rank = self._open_traceback(hit.rank)
@@ -933,9 +938,14 @@ class FactCollector:
         rank = hit.rank if hit.rank is not None else prefix
         self.dumps.thread(hit.line_no, rank, hit.group("tid") or "", hit.group("name"), prefix=prefix, faulthandler=True)
 
-    def _on_fh_frame(self, hit: LineHit) -> None:
+    def _faulthandler_frame(self, hit: LineHit) -> None:
+        """'  File "<path>", line <n> in <function>' alone on its line (two spaces, after a launcher's
+        prefix): a frame of a faulthandler dump."""
+        head, _, rest = hit.text.partition('  File "')
+        if not _FH_FRAME_HEAD.fullmatch(head) or not rest.rstrip().endswith(" in " + (hit.group("func") or "")):
+            return
         self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")),
-                         prefix=rank_prefix(hit.text[:24]))
+                         prefix=rank_prefix(head))
 
     def _on_exception_line(self, hit: LineHit) -> None:
         etype = hit.group("type") or ""

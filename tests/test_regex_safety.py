@@ -191,6 +191,7 @@ REVIEWED_STDLIB = {
     "facts._KV": "per WorkNCCL hit, on facts.near_hit(): the line, or 1 KiB around the hit on a giant line",
     "facts._GLOG_TS": "the first facts.TIMESTAMP_SCAN characters of a line, once per line",
     "facts._ISO_TS": "the first facts.TIMESTAMP_SCAN characters of a line, once per line",
+    "facts._FH_FRAME_HEAD": "fullmatch on what precedes a faulthandler frame on its line; optional bounded prefix, no nesting",
     "facts._LIBRARY_PATH": "a traceback frame's path, at most 400 characters (the probe's `{1,400}`)",
     "matcher._CJK": "free text of at most 4000 characters (diagnose.PROSE_LIMIT); a character class",
     "matcher._LOG_SYNTAX": "free text of at most 4000 characters, anchored at the line start",
