@@ -119,7 +119,7 @@ _SPECS = [
              "others did (torch >= 2.3 prefixes a rank's uncaught traceback): it died without a traceback (a signal, the "
              "OOM killer) or finished, or its output is not in this log"),
     FactSpec("peer_fate", "str", "how the rank that stopped first ended, from its own log",
-             ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished")),
+             ("exception", "killed", "host-oom", "gpu-oom", "hardware", "hang", "finished", "not-a-rank")),
     FactSpec("root_cause_rank", "int", "the rank torchrun's failure summary names as the first observed failure"),
     FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
     FactSpec("others_exited_cleanly", "bool", "torchrun's failure summary lists no other failed worker (<NO_OTHER_FAILURES>): "

@@ -233,6 +233,7 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
                and stands_alone([e.weight for e in ev["lines"]], [(f.fact, f.weight) for f in ev["facts"]])]
     # each unknown requirement costs what a coin flip would: whether the run is on the one release
     # (or framework) the cause needs is not known, and most runs are not
+    uncapped = {c.id: raw for raw, c, ev in scored if ev["unconfirmed"]}
     scored = [(raw - UNCONFIRMED_COST * len(ev["unconfirmed"]), c, ev) for raw, c, ev in scored]
     if settled:
         ceiling = max(settled) - 0.05
@@ -247,6 +248,7 @@ def rank_causes(kb, hits: SignatureCollector, facts: Facts, fuzzy: dict[str, tup
         return RankedCause(
             code=cause.code, id=cause.id, title=cause.title, score=round(p, 4), raw_score=round(raw, 3),
             summary=render_summary(cause.summary, facts), benign=cause.benign, unconfirmed=ev["unconfirmed"],
+            held_back_score=round(uncapped[cause.id], 3) if cause.id in uncapped else None,
             evidence={
                 "lines": [e.model_dump() for e in ev["lines"][:12]],
                 "facts": [f.model_dump() for f in sorted(ev["facts"], key=lambda f: -abs(f.weight))[:8]],

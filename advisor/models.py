@@ -90,6 +90,8 @@ class RankedCause(Model):
         "messages or examples read like the log's error lines, listed when nothing specific matched")
     unconfirmed: list[str] = Field(
         default_factory=list, description="facts this cause requires that are still unknown (answer them to confirm it)")
+    held_back_score: float | None = Field(
+        default=None, description="for a cause with `unconfirmed` facts: the raw score it would have once they hold")
     evidence: dict[str, list[Any]] = Field(
         default_factory=lambda: {"lines": [], "facts": [], "symptoms": []},
         description="`lines`: matched log lines (line numbers 1-based); `facts`: facts used with weights; "

@@ -133,6 +133,13 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
                 scored[existing] = (gain + value, q, why + "; " + reason)
             else:
                 scored.append((value, question, reason))
+    for qid, reason in _held_back_needs(kb, real, top).items():
+        question = kb.questions.get(qid)
+        if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
+            continue
+        existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
+        if existing is None:
+            scored.append((HELD_BACK_NEED, question, reason))
     for qid, reason in _world_needs(facts).items():
         question = kb.questions.get(qid)
         if question is None or _asked_already(question, facts, answered, kb):
@@ -217,6 +224,26 @@ def _requirement_needs(kb, top: RankedCause) -> dict[str, str]:
         question = next((q for q in kb.questions.values() if q.fact == name), None)
         if question is not None:
             needs.setdefault(question.id, f"{top.title} holds only if {name.replace('_', ' ')} is confirmed")
+    return needs
+
+
+HELD_BACK_NEED = 0.45
+"""what a required fact is worth when only its being unknown keeps a cause from leading."""
+
+
+def _held_back_needs(kb, real: list[RankedCause], top: RankedCause | None) -> dict[str, str]:
+    """Facts a cause `requires` that are unknown while its evidence alone would put it first: the
+    cause may not win on an unconfirmed requirement, so the requirement must be asked, or the
+    best-supported answer is never reached."""
+    needs: dict[str, str] = {}
+    if top is None:
+        return needs
+    for cause in real[1:]:
+        if cause.unconfirmed and cause.held_back_score is not None and cause.held_back_score > top.raw_score:
+            for name in cause.unconfirmed:
+                question = next((q for q in kb.questions.values() if q.fact == name), None)
+                if question is not None:
+                    needs.setdefault(question.id, f"{cause.title} would lead if {name.replace('_', ' ')} is confirmed")
     return needs
 
 

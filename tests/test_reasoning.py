@@ -605,3 +605,30 @@ def test_a_later_groups_barrier_says_the_world_size_was_right(kb):
     assert rank["slow-startup-skew"] < rank.get("rank-world-size-misconfig", 99)
     world = {c.code: c.score for c in default.causes}
     assert world["rank-world-size-misconfig"] > next(c.score for c in later.causes if c.code == "rank-world-size-misconfig")
+
+
+STRAY = """\
+node0:5120:5120 [0] NCCL INFO Bootstrap : Using eth0:10.20.0.2<0>
+node0:5120:5188 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.20.0.9<51412>
+node0:5120:5188 [0] NCCL INFO misc/socket.cc:80 -> 6
+node0:5120:5188 [0] NCCL INFO bootstrap.cc:701 -> 6
+node0:5120:5188 [0] NCCL INFO init.cc:1402 -> 6
+"""
+
+
+def test_a_requirement_that_alone_keeps_the_best_supported_cause_down_is_asked():
+    """The peer that closed NCCL's bootstrap connection was no rank (a scanner): the stray-connection
+    bug of NCCL < 2.27.3 has the most evidence, but cannot win while the NCCL version is unknown, so
+    the version is what the advisor asks; answering it settles the diagnosis either way."""
+    held = run(STRAY, peer_fate="not-a-rank")
+    bug = next(c for c in held.causes if c.id == "nccl-bootstrap-stray-connection")
+    assert bug.unconfirmed == ["nccl_version"] and bug.held_back_score > held.causes[0].raw_score
+    assert held.causes[0].id != bug.id
+    assert held.questions[0].id == "nccl_version" and "would lead" in held.questions[0].reason
+    old = run(STRAY, peer_fate="not-a-rank", nccl_version="2.26.2")
+    assert old.causes[0].id == "nccl-bootstrap-stray-connection" and old.status == "diagnosed"
+    fixed = run(STRAY, peer_fate="not-a-rank", nccl_version="2.27.5")
+    assert all(c.id != "nccl-bootstrap-stray-connection" for c in fixed.causes)
+    # near miss: the peer was a rank that raised; the bug is not held back by the version alone
+    died = run(STRAY, peer_fate="exception")
+    assert all(q.id != "nccl_version" or "would lead" not in q.reason for q in died.questions)
