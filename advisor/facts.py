@@ -365,7 +365,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("frame", r'File "(?P<path>[^"\n]{1,400})", line (?P<lineno>\d+)(?P<tb>,)? in (?P<func>[\w<>.]+)', ignore_case=False),
     # the same frame as rich prints it (accelerate, Lightning): "/…/transformers/trainer.py:1624 in train"
     FactProbe("rich-frame", r"(?P<path>/[\w./+-]{1,400}\.py):(?P<lineno>\d+) in (?P<func>\w+)", ignore_case=False),
-    FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)"),
+    # torchrun's failure summary pairs each failed rank with its pid ("rank      : 1 (local_rank: 1)",
+    # then "exitcode  : -15 (pid: 29713)", torch.distributed.elastic.multiprocessing.errors, 1.13 .. 2.13)
+    FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)(?: \(pid: (?P<pid>\d{1,10})\))?"),
     # py-spy dumps of hung processes (advisor.stackdumps; format from py-spy's src/dump.rs; torch
     # >= 2.11's debug server puts each rank's under "=== Rank <i>: <address> ==="):
     # "Process <pid>: <command line>", "Thread <tid> (idle|active|active+gil): "<name>"", and each
@@ -602,6 +604,8 @@ class FactCollector:
     training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
     dumps: StackDumps = field(default_factory=StackDumps)  # py-spy dumps of hung processes
+    summary_rank: tuple[int, int] | None = None  # (rank, line) of the failure summary's last "rank :" line
+    pid_ranks: dict[str, int] = field(default_factory=dict)  # pid -> rank, from torchrun's failure summary
     package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
     nccl_sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's WARN lines
 
@@ -769,10 +773,11 @@ class FactCollector:
         self.in_root_cause = True
 
     def _on_elastic_rank(self, hit: LineHit) -> None:
-        if self.in_root_cause:
-            rank = _int(hit.group("rank"))
-            if rank is not None:
-                self._set("root_cause_rank", rank, hit)
+        rank = _int(hit.group("rank"))
+        if rank is not None:
+            self.summary_rank = (rank, hit.line_no)
+        if self.in_root_cause and rank is not None:
+            self._set("root_cause_rank", rank, hit)
 
     def _on_barrier_key(self, hit: LineHit) -> None:
         group, field = hit.group("group") or "", hit.group("field")
@@ -966,6 +971,9 @@ class FactCollector:
 
     def _on_exitcode(self, hit: LineHit) -> None:
         code = _int(hit.group("code"))
+        pid = hit.group("pid")
+        if pid and self.summary_rank is not None and 0 < hit.line_no - self.summary_rank[1] <= 2 and len(self.pid_ranks) < _MAX_RANKS:
+            self.pid_ranks[pid] = self.summary_rank[0]  # the summary's next line: this rank's pid
         if self.in_root_cause and code is not None:
             self._set("root_cause_exit_code", code, hit)
             self.in_root_cause = False
@@ -1276,7 +1284,7 @@ class FactCollector:
             put("rank_outside_world", True, out["awaited_rank"].line, out["awaited_rank"].text, origin="inferred",
                 detail=f"the store waited for rank {awaited}, beyond every rank that printed")
         waiting = {str(r): op for r, op in sorted(self.waiting.items())[:256]}
-        dumped = self.dumps.processes()
+        dumped = self.dumps.processes(self.pid_ranks)
         for proc in dumped:
             if proc.waits_in and len(waiting) < 256:
                 waiting.setdefault(proc.key.removeprefix("rank "), proc.waits_in)

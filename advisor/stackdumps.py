@@ -32,7 +32,7 @@ others wait is the one they wait for, and its frames say what it is doing (advis
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from advisor.stack_activity import activity
 
@@ -169,17 +169,23 @@ class StackDumps:
         if self._pid is not None:
             self._pid_line = line  # the next thread of the same dump still belongs to this pid
 
-    def processes(self) -> list[ProcessState]:
-        """Each process's main thread, read: one per key, in the order they were dumped."""
+    def processes(self, pid_ranks: dict[str, int] | None = None) -> list[ProcessState]:
+        """Each process's main thread, read: one per key, in the order they were dumped. A process
+        known by pid whose rank the log tells (torchrun's failure summary: `pid_ranks`) is keyed by
+        that rank, so its dump and its traceback are one process."""
         seen: dict[str, ProcessState] = {}
         for stack in self.threads:
-            if stack.key in seen or not stack.frames:
+            key = stack.key
+            if key.startswith("pid ") and pid_ranks and key[4:] in pid_ranks:
+                key = f"rank {pid_ranks[key[4:]]}"
+            if key in seen or not stack.frames:
                 continue
             if not (stack.main or stack.frames[-1].name == "<module>"):
                 continue
             if _helper(stack):
                 continue
-            seen[stack.key] = _read(stack)
+            state = _read(stack)
+            seen[key] = state if key == stack.key else replace(state, key=key)
         return list(seen.values())
 
 

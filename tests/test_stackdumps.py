@@ -238,3 +238,20 @@ def test_a_faulthandler_dump_without_the_script_frame_is_no_rank(kb):
     d = run(kb, text)
     assert fact(d, "dump_stragglers") is None  # nobody dumped waiting: nothing to compare with
     assert d.causes[0].code == "checkpoint-save-straggler"
+
+
+def test_torchruns_failure_summary_names_the_rank_of_a_dumped_pid(kb):
+    """py-spy keys a dump by pid; torchrun's failure summary pairs each failed rank with its pid
+    ("rank : 0 (local_rank: 0)" then "exitcode : -15 (pid: N)"), so the dump and the rank's own
+    traceback are one process, not two (the recorded run: py-spy taken while it hung, then the
+    timeout and the summary)."""
+    from helpers import REPO
+
+    text = (REPO / "kb/recorded/save-straggler--torchrun-py-spy.log").read_text()
+    assert "Process 29712:" in text and "exitcode  : -15 (pid: 29712)" in text
+    d = run(kb, text)
+    assert fact(d, "waiting_ops") == {"1": "all_reduce"}
+    assert fact(d, "dump_stragglers") == ["rank 0"] and fact(d, "straggler_activity") == ["save"]
+    # near miss: an exit code with a pid far from any summary rank line names no rank
+    far = text.replace("  exitcode  : -15 (pid: 29712)", "\n" * 5 + "  exitcode  : -15 (pid: 29712)")
+    assert fact(run(kb, far), "dump_stragglers") == ["pid 29712"]
