@@ -4,6 +4,8 @@ coverage report has the promised shape."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.catalogue import coverage, render
@@ -284,3 +286,44 @@ def test_accelerates_rtx_4000_notice_is_harmless(kb):
     d = diagnose(DiagnoseRequest(log="Using RTX 4000 series which doesn't support faster communication speedups. "
                                      "Ensuring P2P and IB communications are disabled."), kb)
     assert d.causes[0].benign and d.status != "diagnosed"
+
+
+# --- the C++ runtime's terminate handler (kb/messages/cxx-runtime.yaml, tools/mine/cxx_runtime.py) ----
+
+
+def test_the_cxx_runtime_texts_are_libstdcxx_strings():
+    """Each fixed piece of the terminate handler's texts is a string of libstdc++.so.6 (where this
+    machine has the library; the component names the one it was checked against)."""
+    import importlib.util
+
+    from helpers import REPO
+
+    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if not lib.is_file():
+        pytest.skip("no libstdc++.so.6 at the Debian/Ubuntu path")
+    spec = importlib.util.spec_from_file_location("cxx_runtime_miner", REPO / "tools/mine/cxx_runtime.py")
+    miner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(miner)
+    catalogue = miner.load("cxx-runtime")
+    assert miner.missing(catalogue, miner.library_strings(lib)) == []
+    assert miner.missing({"messages": [{"id": "x", "text": "terminate called after catching %s"}]},
+                         miner.library_strings(lib)) == [("x", "terminate called after catching ")]
+
+
+def test_an_uncaught_cxx_exception_is_read_by_its_type(kb):
+    """`std::bad_alloc` escaping is the host out of memory; the watchdog's `c10::DistBackendError`
+    escaping is the abort that follows a timeout, which names nothing by itself."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    bad_alloc = ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"
+                 "E1127 10:00:00.000000 7 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) "
+                 "local_rank: 0 (pid: 12) of binary: /usr/bin/python3\n")
+    assert diagnose(DiagnoseRequest(log=bad_alloc), kb).causes[0].code == "host-oom-or-killed"
+    timeout = ("[rank1]:[E1127 10:00:00.000 ProcessGroupNCCL.cpp:1700] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught "
+               "collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+               "ran for 600011 milliseconds before timing out.\n")
+    cascade = timeout + "[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'\n"
+    alone, with_abort = diagnose(DiagnoseRequest(log=timeout), kb), diagnose(DiagnoseRequest(log=cascade), kb)
+    assert [c.code for c in with_abort.causes[:3]] == [c.code for c in alone.causes[:3]]
+    assert "cxx-runtime.terminate-after-throwing" in {m.id for m in with_abort.messages}
