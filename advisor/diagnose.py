@@ -395,11 +395,14 @@ MAX_MESSAGES = 24
 
 
 def recognised_messages(kb: KnowledgeBase, signatures: SignatureCollector) -> list[RecognisedMessage]:
-    """The catalogued messages found, errors first and then in log order, each with its meaning."""
+    """The catalogued messages found, errors first and then in log order, each with its meaning. A
+    general message whose refinement was found on the same line (`Fatal Python error: %s` and
+    `Fatal Python error: Aborted`) gives way to it: the refinement says what the general one leaves open."""
     out = []
-    for hit in signatures.messages.values():
-        msg = kb.messages.get(hit.id)
-        if msg is None:
+    found = [(hit, kb.messages.get(hit.id)) for hit in signatures.messages.values()]
+    refined = {(hit.line, general) for hit, msg in found if msg is not None for general in msg.refines}
+    for hit, msg in found:
+        if msg is None or (hit.line, msg.id) in refined:
             continue
         out.append(RecognisedMessage(
             id=msg.id, component=msg.id.split(".", 1)[0], level=msg.level, role=msg.role, line=hit.line,

@@ -378,12 +378,11 @@ FACT_PROBES: list[FactProbe] = [
                              r"(?:: \"(?P<name>[^\"\n]{0,200})\")?", ignore_case=False),
     FactProbe("dump-frame", r"(?m)^" + _DUMP_PREFIX + r" {4}(?P<func>[^\s()][^()\n]{0,150}?) \((?P<path>[^()\s]{1,250}?\.(?:py|pyx|so[\w.]{0,12}|cc|cpp|cu|c|h)|<\w{1,20}>)"
                             r"(?::(?P<lineno>\d{1,7}))?\)\s*$", ignore_case=False),
-    # Python's faulthandler dumps (CPython Python/traceback.c: write_thread_id, dump_frame; 3.8 ..
-    # 3.14), printed on a fatal signal when faulthandler is on (PYTHONFAULTHANDLER=1, `python -X
+    # Python's faulthandler dumps (CPython Python/traceback.c: write_thread_id, dump_frame), printed on a fatal signal when faulthandler is on (PYTHONFAULTHANDLER=1, `python -X
     # faulthandler`, torch.distributed.elastic's @record), on SIGABRT from NCCL's watchdog too, or on
     # demand (faulthandler.dump_traceback_later / register): "Fatal Python error: Aborted" or
     # "Timeout (0:05:00)!", then "Current thread 0x<id> (most recent call first):" / "Thread 0x<id>
-    # [name] (most recent call first):" (the name since 3.14) / "Stack (most recent call first):",
+    # [name] (most recent call first):" (CPython's main branch adds the thread's name) / "Stack (most recent call first):",
     # and each frame, innermost first, as '  File "<path>", line <n> in <function>'
     # (frames: the "frame" probe's comma-less form)
     FactProbe("fh-start", r"(?m)^" + _DUMP_PREFIX + r"(?:Fatal Python error: |Timeout \(\d{1,6}:\d\d:\d\d(?:\.\d{1,6})?\)!)", ignore_case=False),

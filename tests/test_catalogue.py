@@ -288,26 +288,34 @@ def test_accelerates_rtx_4000_notice_is_harmless(kb):
     assert d.causes[0].benign and d.status != "diagnosed"
 
 
-# --- the C++ runtime's terminate handler (kb/messages/cxx-runtime.yaml, tools/mine/cxx_runtime.py) ----
+# --- the process runtime (kb/messages/cxx-runtime.yaml, python-runtime.yaml; tools/mine/runtime_strings.py) ---
 
 
-def test_the_cxx_runtime_texts_are_libstdcxx_strings():
-    """Each fixed piece of the terminate handler's texts is a string of libstdc++.so.6 (where this
-    machine has the library; the component names the one it was checked against)."""
+def _runtime_miner():
     import importlib.util
 
     from helpers import REPO
 
-    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
-    if not lib.is_file():
-        pytest.skip("no libstdc++.so.6 at the Debian/Ubuntu path")
-    spec = importlib.util.spec_from_file_location("cxx_runtime_miner", REPO / "tools/mine/cxx_runtime.py")
+    spec = importlib.util.spec_from_file_location("runtime_strings_miner", REPO / "tools/mine/runtime_strings.py")
     miner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(miner)
-    catalogue = miner.load("cxx-runtime")
-    assert miner.missing(catalogue, miner.library_strings(lib)) == []
-    assert miner.missing({"messages": [{"id": "x", "text": "terminate called after catching %s"}]},
-                         miner.library_strings(lib)) == [("x", "terminate called after catching ")]
+    return miner
+
+
+@pytest.mark.parametrize("component", ["cxx-runtime", "python-runtime"])
+def test_the_runtime_texts_are_the_librarys_strings(component):
+    """Each fixed piece of libstdc++'s terminate texts and CPython's fatal-error and faulthandler
+    texts is a string of the library that prints it (where this machine has it: libstdc++.so.6 at
+    the Debian/Ubuntu path, the running interpreter's libpython); a made-up text is not."""
+    miner = _runtime_miner()
+    lib = miner.default_lib(component)
+    if not lib.is_file():
+        pytest.skip(f"no {lib} here")
+    strings = miner.library_strings(lib)
+    assert miner.missing(miner.load(component), strings) == []
+    made_up = {"messages": [{"id": "x", "text": "terminate called after catching %s"},
+                            {"id": "y", "text": "Fatal Python error: Out of coffee"}]}
+    assert [mid for mid, _ in miner.missing(made_up, strings)] == ["x", "y"]
 
 
 def test_an_uncaught_cxx_exception_is_read_by_its_type(kb):
@@ -327,3 +335,20 @@ def test_an_uncaught_cxx_exception_is_read_by_its_type(kb):
     alone, with_abort = diagnose(DiagnoseRequest(log=timeout), kb), diagnose(DiagnoseRequest(log=cascade), kb)
     assert [c.code for c in with_abort.causes[:3]] == [c.code for c in alone.causes[:3]]
     assert "cxx-runtime.terminate-after-throwing" in {m.id for m in with_abort.messages}
+
+
+def test_a_refinement_found_on_a_line_replaces_its_general_message(kb):
+    """faulthandler's `Fatal Python error: Aborted` is explained as the abort it is, not as the
+    general `Fatal Python error: %s`; a general line of its own stays (the real fixture, plus an
+    interpreter error of another kind)."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+    from helpers import FIXTURES
+
+    text = (FIXTURES / "stackdumps" / "faulthandler-save.txt").read_text()
+    ids = {m.id for m in diagnose(DiagnoseRequest(log=text), kb).messages}
+    assert "python-runtime.fatal-aborted" in ids and "python-runtime.fatal-error" not in ids
+    assert "python-runtime.thread-stack-header" in ids
+    other = "Fatal Python error: _PyMem_DebugMalloc: Python memory allocator called without holding the GIL\n" + text
+    ids = {m.id for m in diagnose(DiagnoseRequest(log=other), kb).messages}
+    assert {"python-runtime.fatal-aborted", "python-runtime.fatal-error"} <= ids
