@@ -385,8 +385,8 @@ FACT_PROBES: list[FactProbe] = [
     # [name] (most recent call first):" (CPython's main branch adds the thread's name) / "Stack (most recent call first):",
     # and each frame, innermost first, as '  File "<path>", line <n> in <function>'
     # (frames: the "frame" probe's comma-less form)
-    FactProbe("fh-start", r"(?m)^" + _DUMP_PREFIX + r"(?:Fatal Python error: |Timeout \(\d{1,6}:\d\d:\d\d(?:\.\d{1,6})?\)!)", ignore_case=False),
-    FactProbe("fh-thread", r"(?m)^" + _DUMP_PREFIX + r"(?:(?:Current thread|Thread) 0x(?P<tid>[0-9a-fA-F]{1,16})(?: \[(?P<name>[^\]\n]+)\]| <[^>\n]+>)?|Stack)"
+    FactProbe("fh-start", r"(?m)^" + _DUMP_PREFIX + r"(?:Fatal Python error: |Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!)", ignore_case=False),
+    FactProbe("fh-thread", r"(?m)^" + _DUMP_PREFIX + r"(?:(?:Current thread|Thread) 0x(?P<tid>[0-9a-fA-F]+)(?: \[(?P<name>[^\]\n]+)\]| <[^>\n]+>)?|Stack)"
                            r" \(most recent call first\):", ignore_case=False),
     # lines that read like a failure, sampled (first and latest) for the similar-text fallback
     FactProbe("error-like", r"\b(?:error|exception|failed|failure|fatal|timed out|timeout|abort(?:ed|ing)?|killed|refused|unreachable|segmentation fault|core dumped|hang(?:s|ing)?|stuck)\b", recurring="latest"),
