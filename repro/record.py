@@ -80,6 +80,10 @@ class Run:
     """text the run prints once it hangs: 3 s after it appears `py-spy dump` runs on every Python
     process of the run (the launcher's agent included, as a user dumps every python process of a
     hung job)."""
+    abort_after: str | None = None
+    """text the run prints once it hangs: 3 s after it appears every rank (each launched command's
+    child processes) gets SIGABRT at once, as NCCL's watchdog aborts a rank whose collective timed
+    out; with PYTHONFAULTHANDLER=1 each prints `Fatal Python error: Aborted` and its threads' stacks."""
 
 
 @dataclass
@@ -127,7 +131,7 @@ def load_runs(spec: Path = SPEC) -> list[Run]:
                 exit=[int(c) for c in (r["exit"] if isinstance(r["exit"], list) else [r["exit"]])], expect=list(r.get("expect") or []),
                 hold_port=bool(r.get("hold_port", False)), delays=list(r.get("delays") or []),
                 timeout_s=float(r.get("timeout_s", defaults.get("timeout_s", 180))),
-                stack_dumps_after=r.get("stack_dumps_after"),
+                stack_dumps_after=r.get("stack_dumps_after"), abort_after=r.get("abort_after"),
             ))
     return runs
 
@@ -243,6 +247,8 @@ def execute(run: Run, python: str = sys.executable) -> Result:
             dumper = threading.Thread(target=dump_stacks, args=(procs, run.stack_dumps_after, chunks, write_fd, env),
                                       daemon=True)
             dumper.start()
+        if run.abort_after is not None:
+            threading.Thread(target=abort_ranks, args=(procs, run.abort_after, chunks), daemon=True).start()
         deadline = start + run.timeout_s
         for p in procs:
             try:
@@ -296,10 +302,9 @@ def descendants(roots: list[int]) -> list[int]:
 STACK_DUMP_WAIT_S = 3.0
 
 
-def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], fd: int, env: dict[str, str]) -> None:
-    """`py-spy dump --pid` on every Python process of the run once the run has printed `after` (and
-    STACK_DUMP_WAIT_S more seconds), written into the run's own output as a user pastes it next to
-    the log. Nothing when the text never comes."""
+def wait_for_text(procs: list[subprocess.Popen], after: str, chunks: list[bytes]) -> bool:
+    """Wait until the run has printed `after` (then STACK_DUMP_WAIT_S more seconds); False when the
+    run ended first."""
     needle, seen, tail = after.encode(), 0, b""
     while True:
         fresh, seen = chunks[seen:], len(chunks)  # only what arrived since the last look
@@ -308,9 +313,40 @@ def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], 
             break
         tail = window[-len(needle):]
         if all(p.poll() is not None for p in procs):
-            return
+            return False
         time.sleep(0.25)
     time.sleep(STACK_DUMP_WAIT_S)
+    return True
+
+
+def abort_ranks(procs: list[subprocess.Popen], after: str, chunks: list[bytes]) -> None:
+    """SIGABRT to every rank (the children of each launched command) at once, once the run printed
+    `after`: what NCCL's watchdog does to a rank whose collective timed out."""
+    if not wait_for_text(procs, after, chunks):
+        return
+    roots = {p.pid for p in procs}
+    ranks = [pid for pid in descendants(list(roots)) if pid not in roots and _parent(pid) in roots]
+    for pid in ranks:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except ProcessLookupError:
+            continue
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], fd: int, env: dict[str, str]) -> None:
+    """`py-spy dump --pid` on every Python process of the run once the run has printed `after` (and
+    STACK_DUMP_WAIT_S more seconds), written into the run's own output as a user pastes it next to
+    the log. Nothing when the text never comes."""
+    if not wait_for_text(procs, after, chunks):
+        return
     spy = shutil.which("py-spy", path=env.get("PATH"))
     if spy is None:
         os.write(fd, b"repro: py-spy is not installed: no stack dumps\n")
@@ -375,6 +411,8 @@ def manifest_entry(result: Result) -> dict:
     }
     if result.other_exit_codes:
         entry["other_exit_codes"] = result.other_exit_codes
+    if run.abort_after:
+        entry["aborted"] = f"every rank sent SIGABRT {STACK_DUMP_WAIT_S:g} s after {run.abort_after!r} was printed"
     if run.stack_dumps_after:
         entry["stack_dumps"] = (f"py-spy {version_of('py-spy')} dump of every Python process, {STACK_DUMP_WAIT_S:g} s "
                                 f"after {run.stack_dumps_after!r} was printed")

@@ -255,3 +255,19 @@ def test_torchruns_failure_summary_names_the_rank_of_a_dumped_pid(kb):
     # near miss: an exit code with a pid far from any summary rank line names no rank
     far = text.replace("  exitcode  : -15 (pid: 29712)", "\n" * 5 + "  exitcode  : -15 (pid: 29712)")
     assert fact(run(kb, far), "dump_stragglers") == ["pid 29712"]
+
+
+def test_recorded_runs_aborted_with_faulthandler_name_the_saving_rank(kb):
+    """The save-straggler runs recorded with PYTHONFAULTHANDLER=1 and every rank sent SIGABRT while
+    it hung (repro/scenarios.yaml `abort_after`): under torchrun and the HF Trainer the aborted
+    ranks' stacks say rank 0 was saving while rank 1 waited in a collective."""
+    from helpers import REPO
+
+    for run_id, op in (("save-straggler--torchrun-faulthandler", "all_reduce"),
+                       ("save-straggler--hf-trainer-faulthandler", "all_gather")):
+        text = (REPO / "kb/recorded" / f"{run_id}.log").read_text()
+        assert text.count("Fatal Python error: Aborted") == 2
+        d = run(kb, text)
+        assert fact(d, "waiting_ops") == {"1": op}, run_id
+        assert fact(d, "dump_stragglers") == ["rank 0"] and fact(d, "straggler_activity") == ["save"], run_id
+        assert d.causes[0].code == "checkpoint-save-straggler"
