@@ -948,6 +948,7 @@ class FactCollector:
         head, _, rest = hit.text.partition('  File "')
         if not _FH_FRAME_HEAD.fullmatch(head) or not rest.rstrip().endswith(" in " + (hit.group("func") or "")):
             return
+        self._package_frame(hit)  # a dump's frame dates the installed package as a traceback's does
         self.dumps.frame(hit.line_no, hit.group("func") or "", hit.group("path") or "", _int(hit.group("lineno")),
                          prefix=rank_prefix(head))
 
