@@ -37,6 +37,7 @@ examples:
   advisor suggest --describe "保存模型时NCCL超时" --framework llama-factory
   advisor suggest --log train.log --dumps /tmp/fr-dumps/       # with the ranks' Flight Recorder dumps
   for p in $(pgrep -f train.py); do py-spy dump --pid $p; done | advisor suggest -   # a silent hang's stacks
+  PYTHONFAULTHANDLER=1 torchrun --tee 3 ... train.py 2>&1 | tee run.log; advisor suggest --log run.log   # aborted ranks' stacks too
   advisor kb check --kb ./team-kb
   advisor kb list --json
   advisor kb coverage
