@@ -133,20 +133,13 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
                 scored[existing] = (gain + value, q, why + "; " + reason)
             else:
                 scored.append((value, question, reason))
-    for qid, reason in _held_back_needs(kb, real, top).items():
-        question = kb.questions.get(qid)
-        if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
-            continue
-        existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
-        if existing is None:
-            scored.append((HELD_BACK_NEED, question, reason))
-    for qid, reason in _world_needs(facts).items():
-        question = kb.questions.get(qid)
-        if question is None or _asked_already(question, facts, answered, kb):
-            continue
-        existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
-        if existing is None:
-            scored.append((WORLD_NEED, question, reason))
+    for value, needs in ((HELD_BACK_NEED, _held_back_needs(kb, real, top)), (WORLD_NEED, _world_needs(facts))):
+        for qid, reason in needs.items():
+            question = kb.questions.get(qid)
+            if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
+                continue
+            if all(s[1].id != qid for s in scored):
+                scored.append((value, question, reason))
     scored.sort(key=lambda t: (-t[0], t[1].id))
     return [_out(q, gain, why, question_text(kb, q, facts)) for gain, q, why in scored[:limit]]
 
@@ -216,14 +209,14 @@ def _version_needs(kb, top: RankedCause, facts: Facts) -> dict[str, str]:
     return needs
 
 
-def _requirement_needs(kb, top: RankedCause) -> dict[str, str]:
-    """The facts the leading cause `requires` that are still unknown: without them it cannot be the
-    diagnosis, so they are asked first."""
+def _requirement_needs(kb, cause: RankedCause, verb: str = "holds only") -> dict[str, str]:
+    """The facts a cause `requires` that are still unknown (the leading cause's: without them it
+    cannot be the diagnosis, so they are asked first), each with the question that sets it."""
     needs: dict[str, str] = {}
-    for name in top.unconfirmed:
+    for name in cause.unconfirmed:
         question = next((q for q in kb.questions.values() if q.fact == name), None)
         if question is not None:
-            needs.setdefault(question.id, f"{top.title} holds only if {name.replace('_', ' ')} is confirmed")
+            needs.setdefault(question.id, f"{cause.title} {verb} if {name.replace('_', ' ')} is confirmed")
     return needs
 
 
@@ -236,14 +229,10 @@ def _held_back_needs(kb, real: list[RankedCause], top: RankedCause | None) -> di
     cause may not win on an unconfirmed requirement, so the requirement must be asked, or the
     best-supported answer is never reached."""
     needs: dict[str, str] = {}
-    if top is None:
-        return needs
-    for cause in real[1:]:
+    for cause in real[1:] if top is not None else []:
         if cause.unconfirmed and cause.held_back_score is not None and cause.held_back_score > top.raw_score:
-            for name in cause.unconfirmed:
-                question = next((q for q in kb.questions.values() if q.fact == name), None)
-                if question is not None:
-                    needs.setdefault(question.id, f"{cause.title} would lead if {name.replace('_', ' ')} is confirmed")
+            for qid, reason in _requirement_needs(kb, cause, "would lead").items():
+                needs.setdefault(qid, reason)
     return needs
 
 
