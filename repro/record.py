@@ -278,8 +278,8 @@ def execute(run: Run, python: str = sys.executable) -> Result:
                   [normalise(c) for c in commands], timed_out, shown)
 
 
-def descendants(roots: list[int]) -> list[int]:
-    """The processes below `roots` (read from /proc), parents before children."""
+def children_of() -> dict[int, list[int]]:
+    """Every process's children (read from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -291,6 +291,12 @@ def descendants(roots: list[int]) -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the command may hold spaces and parentheses
         children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """The processes below `roots` (read from /proc), parents before children."""
+    children = children_of()
     out, queue = [], list(roots)
     while queue:
         pid = queue.pop(0)
@@ -324,21 +330,13 @@ def abort_ranks(procs: list[subprocess.Popen], after: str, chunks: list[bytes]) 
     `after`: what NCCL's watchdog does to a rank whose collective timed out."""
     if not wait_for_text(procs, after, chunks):
         return
-    roots = {p.pid for p in procs}
-    ranks = [pid for pid in descendants(list(roots)) if pid not in roots and _parent(pid) in roots]
+    children = children_of()
+    ranks = [pid for p in procs for pid in children.get(p.pid, [])]
     for pid in ranks:
         try:
             os.kill(pid, signal.SIGABRT)
         except ProcessLookupError:
             continue
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def dump_stacks(procs: list[subprocess.Popen], after: str, chunks: list[bytes], fd: int, env: dict[str, str]) -> None:
