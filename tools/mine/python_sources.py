@@ -70,8 +70,8 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("torch/nn/parallel/distributed.py", "torch/nn/parallel/data_parallel.py", "torch/nn/parallel/_functions.py"),
     ),
     "dataloader": (
-        "torch.utils.data DataLoader: worker processes, their deaths, timeouts and shared memory",
-        ("torch/utils/data/dataloader.py", "torch/utils/data/_utils/*.py", "torch/_utils.py"),
+        "torch.utils.data DataLoader: worker processes, their deaths, timeouts and shared memory; DistributedSampler",
+        ("torch/utils/data/dataloader.py", "torch/utils/data/_utils/*.py", "torch/_utils.py", "torch/utils/data/distributed.py"),
     ),
     "c10-cuda": (
         "CUDA errors torch raises (c10/cuda and torch.cuda)",
