@@ -105,6 +105,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
                        key=lambda c: -c.score)
         causes = real + extra + [c for c in causes if c.benign]
     causes = causes[: request.max_causes]
+    _harmless_reading(facts, causes)
     questions = choose_questions(kb, causes, raw_scores, facts, answered, request.max_questions)
     fix = build_fix(kb, causes, facts, status)
     diagnosis = Diagnosis(
@@ -254,6 +255,14 @@ def _world_from_answers(facts) -> None:
         facts.values["rank_outside_world"] = FactValue(
             value=True, origin="inferred", line=where.line, text=where.text,
             detail=f"the store waited for rank {awaited}, but {nodes} x {per_node} ranks were started")
+
+
+def _harmless_reading(facts, causes) -> None:
+    """A quiet log whose recognised lines include harmless ones is a hang and a healthy run with
+    warnings alike: only then is its owner asked how the run ended (kb/questions.yaml run_outcome)."""
+    if facts.get("no_error_lines") is True and any(c.benign and c.evidence["lines"] for c in causes):
+        facts.values["harmless_reading"] = FactValue(
+            value=True, origin="inferred", detail="no error was recognised, and some lines are known to be harmless")
 
 
 def _world_as_launched(facts, nodes: int, per_node: int) -> None:

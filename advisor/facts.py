@@ -138,6 +138,10 @@ _SPECS = [
     FactSpec("training_finished", "bool", "the training loop reported its normal end before the failure "
              "(Lightning's `Trainer.fit` stopped, the HF Trainer's Training completed)"),
     FactSpec("resumed", "bool", "the run resumed from a checkpoint past step 0"),
+    FactSpec("harmless_reading", "bool", "a quiet log whose recognised lines include harmless ones: it reads as a hang "
+             "and as a healthy run with warnings alike (set after ranking, for the run_outcome question)"),
+    FactSpec("run_outcome", "str", "how the run ended as its owner saw it: stuck, stopped with an error, or finished normally "
+             "(a quiet log is any of the three)", ("hung", "crashed", "finished")),
     # from Flight Recorder dumps (advisor.fr_join)
     FactSpec("fr_mismatch", "bool", "Flight Recorder: ranks issued different collectives (op, sizes or dtypes) at the same sequence number"),
     FactSpec("fr_stragglers", "list", "Flight Recorder: ranks with a dump that never entered the collective the others wait in"),
@@ -1342,6 +1346,12 @@ class FactCollector:
                 put("phase", "first-step", line, text, origin="inferred", detail=f"progress at step {step[0]} when it failed")
             elif phase in ("train", "eval") and step is not None and step[1] and step[0] >= step[1]:
                 put("phase", "end-of-epoch", line, text, origin="inferred", detail=f"progress bar at {step[0]}/{step[1]}")
+            elif phase in ("init", "data-prep", "first-step", "train") and (done := out.get("training_finished")) is not None \
+                    and done.value is True and done.line is not None and done.line > line \
+                    and done.line < min((e.line for e in events), default=done.line + 1):
+                # the training loop announced its normal end after the last cue: whatever follows is past training
+                put("phase", "end-of-epoch", done.line, done.text, origin="inferred",
+                    detail="the training loop had ended normally before the failure")
             elif phase == "init" and self.training_frame is not None and self.training_frame[0] > line:
                 # start-up was announced, but the failing traceback is inside the training loop
                 put("phase", "train", self.training_frame[0], self.training_frame[1], origin="inferred",

@@ -49,11 +49,25 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
 
 def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
     top = causes[0] if causes and (status != "no-match" or causes[0].benign) else None
-    if top is None or top.benign:
+    finished = facts.get("run_outcome") == "finished"
+    if top is None or (top.benign and not finished):
         # nothing real stands out: say what the harmless lines are, and how to see more next time
         return _see_more(kb, facts, top)
-    cause = kb.causes[top.id]
-    framework = facts.get("framework")
+    out = _cause_fix(kb, kb.causes[top.id], facts)
+    if top.benign:
+        # the run finished: what it printed is harmless, and its own fix (if any) is optional
+        out.summary = f"Nothing failed: the run finished, and the messages recognised are harmless ({_harmless_title(top)})."
+    elif status != "diagnosed":
+        out.summary = top.summary
+        out.next_run, more = _next_run(facts)
+        out.snippets.append(more)
+    else:
+        out.summary = top.summary
+    return out
+
+
+def _cause_fix(kb, cause: schema.Cause, facts: Facts) -> Fix:
+    """The cause's fixes that apply to these facts, resolved into steps and config snippets."""
     actions: list[FixStep] = []
     snippets: list[Snippet] = []
     references: list[str] = []
@@ -67,14 +81,12 @@ def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
         snippets.extend(snippet for snippet, _ in step_snippets)
         references.extend(u for u in fix.references if u not in references)
     references.extend(u for u in cause.references if u not in references)
-    out = Fix(
-        cause_id=cause.id, summary=top.summary, explanation=cause.explanation.strip(),
-        actions=actions, snippets=snippets, references=references,
-    )
-    if status != "diagnosed":
-        out.next_run, more = _next_run(facts)
-        out.snippets.append(more)
-    return out
+    return Fix(cause_id=cause.id, summary=cause.title, explanation=cause.explanation.strip(),
+               actions=actions, snippets=snippets, references=references)
+
+
+def _harmless_title(benign: RankedCause) -> str:
+    return benign.title.split(":", 1)[1].strip() if benign.title.lower().startswith("harmless:") else benign.title
 
 
 def resolve_fix(kb, fix: schema.Fix, facts: Facts) -> tuple[FixStep, list[tuple[Snippet, list[Resolved]]]]:
@@ -266,8 +278,8 @@ def _duration(seconds: float) -> str:
 def _see_more(kb, facts: Facts, benign: RankedCause | None) -> Fix:
     notes, snippet = _next_run(facts)
     if benign is not None:
-        title = benign.title.split(":", 1)[1].strip() if benign.title.lower().startswith("harmless:") else benign.title
-        summary = f"No failure in this text: only harmless messages were recognised ({title}). The real failure is elsewhere in the log."
+        summary = (f"No failure in this text: only harmless messages were recognised ({_harmless_title(benign)}). "
+                   "The real failure is elsewhere in the log.")
         explanation = kb.causes[benign.id].explanation.strip()
         refs = list(kb.causes[benign.id].references)
     else:

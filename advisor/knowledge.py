@@ -26,7 +26,7 @@ from advisor.regex import PatternError, compile_pattern
 ENV_KB_PATH = "ADVISOR_KB_PATH"
 ENV_CACHE_DIR = "ADVISOR_CACHE_DIR"
 MAX_KB_FILE = 1 << 20
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_KEEP = 8  # KB caches kept on disk (one per KB content + extra-dir set)
 
 class KBError(Exception):
@@ -257,6 +257,20 @@ def _collect(errors: list[KBError], fn, *args):
     return None
 
 
+FINISHED_RUN = schema.Rule(
+    when={"run_outcome": "finished"}, weight=-4.0,
+    why="the run finished normally, so nothing failed: the log's messages are at most warnings")
+"""Given to every failure cause (not to harmless ones) as it is loaded: a quiet log is a hang, a
+crash reported elsewhere, or a healthy run, and only its owner knows which (the run_outcome
+question). One rule here rather than a copy in each cause file, and a cause may state its own."""
+
+
+def with_finished_run_rule(cause: schema.Cause) -> schema.Cause:
+    if cause.benign or any("run_outcome" in r.when for r in cause.rules):
+        return cause
+    return cause.model_copy(update={"rules": [*cause.rules, FINISHED_RUN]})
+
+
 def load_kb(extra_dirs: Iterable[str | Path] = ()) -> KnowledgeBase:
     """Load, validate and cross-check the built-in KB plus any team directories.
 
@@ -405,6 +419,7 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
                 continue
             cause = _resolve_shared(cause, shared, messages, path, errors)
             cause = _read_recorded(cause, kb_root, path, errors)
+            cause = with_finished_run_rule(cause)
             if cause.id in causes and i == 0:
                 errors.append(KBError(path, "id", f"duplicate cause id {cause.id!r} (also in {sources[cause.id]})"))
             causes[cause.id] = cause
