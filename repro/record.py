@@ -37,6 +37,8 @@ SCENARIOS = ROOT / "repro" / "scenarios"
 SPEC = ROOT / "repro" / "scenarios.yaml"
 RECORDED = ROOT / "kb" / "recorded"
 MANIFEST = RECORDED / "manifest.yaml"
+ENVS = ROOT / "tests" / "integration" / "envs"  # the integration environments' pins, one file per stack
+DEFAULT_STACK = "hf"
 SCRATCH = ROOT / ".repro-runs"
 NEUTRAL = "/workspace"
 
@@ -80,6 +82,9 @@ class Run:
     """text the run prints once it hangs: 3 s after it appears `py-spy dump` runs on every Python
     process of the run (the launcher's agent included, as a user dumps every python process of a
     hung job)."""
+    stack: str = DEFAULT_STACK
+    """the integration environment whose pins the run needs (tests/integration/envs/<stack>.txt):
+    a framework bug is reproduced with the release that has it, next to the current ones."""
     abort_after: str | None = None
     """text the run prints once it hangs: 3 s after it appears every rank (each launched command's
     child processes) gets SIGABRT at once, as NCCL's watchdog aborts a rank whose collective timed
@@ -111,7 +116,8 @@ class Result:
         return out
 
 
-def load_runs(spec: Path = SPEC) -> list[Run]:
+def load_runs(spec: Path = SPEC, stack: str | None = None) -> list[Run]:
+    """Every run the spec declares, or those of one integration environment (`stack`)."""
     data = yaml.safe_load(spec.read_text(encoding="utf-8"))
     defaults = data.get("defaults") or {}
     runs = []
@@ -132,8 +138,26 @@ def load_runs(spec: Path = SPEC) -> list[Run]:
                 hold_port=bool(r.get("hold_port", False)), delays=list(r.get("delays") or []),
                 timeout_s=float(r.get("timeout_s", defaults.get("timeout_s", 180))),
                 stack_dumps_after=r.get("stack_dumps_after"), abort_after=r.get("abort_after"),
+                stack=r.get("stack", scenario.get("stack", DEFAULT_STACK)),
             ))
-    return runs
+    return [r for r in runs if stack is None or r.stack == stack]
+
+
+def stack_pins(stack: str) -> dict[str, str]:
+    """The `name==version` pins of an integration environment's requirements file."""
+    pins = {}
+    for line in (ENVS / f"{stack}.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.split("[", 1)[0].strip()] = version.strip()
+    return pins
+
+
+def stack_mismatches(stack: str) -> list[str]:
+    """The pins of `stack` this Python's environment does not have (empty: it can record the run)."""
+    return [f"{name}=={want} (installed: {version_of(name) or 'none'})"
+            for name, want in stack_pins(stack).items() if (version_of(name) or "").split("+")[0] != want]
 
 
 def select(runs: list[Run], only: list[str] | None) -> list[Run]:
@@ -396,10 +420,18 @@ def version_of(distribution: str) -> str | None:
         return None
 
 
+def recorded_with() -> dict:
+    """This Python and the releases of the packages that print the logs."""
+    return {"python": sys.version.split()[0],
+            **{d: version_of(d) for d in ("torch", "transformers", "trl", "accelerate", "lightning", "deepspeed")}}
+
+
 def manifest_entry(result: Result) -> dict:
     run = result.run
     entry = {
         "id": run.id, "log": f"{run.id}.log", "scenario": run.scenario, "description": run.description,
+        # a run of another stack carries its own releases; the others share the manifest's recorded_with
+        **({"stack": run.stack, "recorded_with": recorded_with()} if run.stack != DEFAULT_STACK else {}),
         "cause": run.cause, "also_acceptable": run.also_acceptable, "answers": run.answers, "launcher": run.launcher,
         "framework": run.framework,
         "framework_version": version_of(FRAMEWORK_DISTRIBUTIONS.get(run.framework, run.framework)),
@@ -439,7 +471,10 @@ def merge(results: list[Result], runs: list[Run]) -> dict:
     order = [r.id for r in runs]
     entries = [by_id[i] for i in order if i in by_id]
     misses = data.get("known_misses") or {"top1": [], "top3": []}
-    return {"recorded_with": {"python": sys.version.split()[0], **{d: version_of(d) for d in ("torch", "transformers", "trl", "accelerate", "lightning", "deepspeed")}},
+    default_env = data.get("recorded_with")  # the default stack's environment, which most runs use
+    if default_env is None or any(r.run.stack == DEFAULT_STACK for r in results):
+        default_env = recorded_with()
+    return {"recorded_with": default_env,
             "known_misses": {k: sorted(i for i in v if i in order) for k, v in misses.items()},
             "runs": entries}
 
@@ -496,7 +531,17 @@ def main(argv: list[str] | None = None) -> int:
         write_manifest(data)
         print(yaml.safe_dump(data["known_misses"]))
         return 0
-    chosen = select(runs, args.only)
+    chosen = []
+    for run in select(runs, args.only):
+        wrong = stack_mismatches(run.stack)
+        if wrong:  # recorded with other releases, the log would not be the one the scenario declares
+            print(f"{run.id:45s} skipped: needs the {run.stack} environment (tests/integration/envs/{run.stack}.txt): "
+                  + ", ".join(wrong), flush=True)
+        else:
+            chosen.append(run)
+    if not chosen:
+        print("nothing to record with this Python: run it with the Python of the environment the runs need")
+        return 2
     RECORDED.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     failed = []

@@ -144,12 +144,12 @@ def test_every_release_fits_frames_it_could_print(package):
 def test_recorded_hf_logs_are_dated_to_the_release_that_printed_them(kb, package, marker):
     """Logs printed by the real Trainer and accelerate (repro/, versions as in the manifest) fit their release."""
     manifest = yaml.safe_load((ROOT / "kb" / "recorded" / "manifest.yaml").read_text())
-    printed = manifest["recorded_with"][package]
     dated = 0
     for run_ in manifest["runs"]:
         text = (ROOT / "kb" / "recorded" / run_["log"]).read_text(errors="replace")
         if marker not in text:
             continue
+        printed = run_.get("recorded_with", manifest["recorded_with"])[package]  # a run of another stack has its own
         fact = read_log(kb, text).facts.values.get(f"{package}_version")
         assert fact is not None and printed in fact.value, (run_["id"], fact)
         dated += 1
@@ -185,9 +185,9 @@ def test_the_miner_reads_spans_and_writes_ranges():
 def test_recorded_logs_are_dated_to_the_torch_that_printed_them(kb):
     """Every recorded run went through torch.distributed: its frames must keep the torch it ran."""
     manifest = yaml.safe_load((ROOT / "kb" / "recorded" / "manifest.yaml").read_text())
-    printed = manifest["recorded_with"]["torch"].split("+")[0]
     dated = 0
     for run_ in manifest["runs"]:
+        printed = run_.get("recorded_with", manifest["recorded_with"])["torch"].split("+")[0]
         fact = read_log(kb, (ROOT / "kb" / "recorded" / run_["log"]).read_text(errors="replace")).facts.values.get("torch_version")
         if fact is not None and fact.origin == "inferred" and isinstance(fact.value, list):
             assert printed in fact.value, (run_["id"], fact.value)

@@ -1,4 +1,6 @@
-"""The reproduction suite, run fresh (repro/scenarios.yaml, environment: torch CPU + the `hf` pins):
+"""The reproduction suite, run fresh (repro/scenarios.yaml, environment: torch CPU + the pins of one
+stack, `hf` unless ADVISOR_REPRO_STACK names another: .ci/integration runs each stack's runs in its
+own environment):
 every scenario must still fail the way it was recorded in kb/recorded — the expected exit status,
 its key messages — and the advisor must give the fresh log the same first cause as the recorded
 one; only where neither is a verdict may the lead be another of the recorded top three.
@@ -29,7 +31,8 @@ record = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = record  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(record)
 
-RUNS = record.load_runs()
+STACK = os.environ.get("ADVISOR_REPRO_STACK", record.DEFAULT_STACK)
+RUNS = record.load_runs(stack=STACK)
 JOBS = int(os.environ.get("ADVISOR_REPRO_JOBS", "3"))
 
 
@@ -56,8 +59,10 @@ def _run_twice_if_needed(run):
 
 @pytest.fixture(scope="module")
 def fresh():
-    for module in ("torch", "transformers", "trl", "accelerate", "lightning"):
+    for module in ("torch", "transformers", "trl", "accelerate") + (("lightning",) if STACK == record.DEFAULT_STACK else ()):
         require(module)
+    mismatched = record.stack_mismatches(STACK)
+    assert not mismatched, f"this environment is not the {STACK} stack: {', '.join(mismatched)}"
     with ThreadPoolExecutor(max_workers=max(JOBS, 1)) as pool:
         return dict(zip((r.id for r in RUNS), pool.map(_run_twice_if_needed, RUNS)))
 
