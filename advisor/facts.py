@@ -410,6 +410,10 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("store-key-rank", r"(?:keys?:|waiting for key:?) ?\[?'?/?[\w.-]{0,40}pg[\w/.:-]{0,160}?/(?P<rank>\d{1,6})'?\]?(?:$|[\s,.)\]])"),
     FactProbe("signal", r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\) received by PID|got signal: (?P<num2>\d+)|signal: (?P<name2>SIG[A-Z]+)"
                         r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"
+                        # bash's report of a job a fatal signal ended (jobs.c): a script's "<script>: line N: <pid> <name>"
+                        # or an interactive job's "[1]+ <name>" (kb/messages/shell.yaml)
+                        r"|(?m:^)(?:\[\d{1,4}\][+-]? +|[^\n]{0,200}: line \d{1,7}: +\d{1,10} )"
+                        r"(?P<job>Segmentation fault|Bus error|Illegal instruction|Floating point exception)\b"
                         # Python's faulthandler (Modules/faulthandler.c, faulthandler_handlers)
                         r"|Fatal Python error: (?P<fatal>Segmentation fault|Bus error|Illegal instruction|Floating[ -]point exception|Aborted)\b"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
@@ -993,10 +997,10 @@ class FactCollector:
         shell = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Illegal instruction": "SIGILL",
                  "Floating point exception": "SIGFPE", "Floating-point exception": "SIGFPE"}
         fatal = hit.group("fatal")
-        name = name or names.get(num or "", None) or shell.get(hit.group("shell") or fatal or "")
+        name = name or names.get(num or "", None) or shell.get(hit.group("shell") or hit.group("job") or fatal or "")
         # faulthandler's SIGABRT is no crash of its own: NCCL's watchdog and C++'s terminate (an
         # uncaught exception, printed above it) abort the process; the other fatal signals are
-        if name and (hit.group("crash") or hit.group("shell") or (fatal and fatal != "Aborted")):
+        if name and (hit.group("crash") or hit.group("shell") or hit.group("job") or (fatal and fatal != "Aborted")):
             # a crash report (UCX's signal handler, the shell's "(core dumped)"): the process died of it
             self.on_event(FailureEvent(kind="killed", line=hit.line_no, rank=hit.rank, text=hit_line(hit),
                                        timestamp=timestamp_of(hit.text)))

@@ -302,16 +302,16 @@ def _runtime_miner():
     return miner
 
 
-@pytest.mark.parametrize("component", ["cxx-runtime", "python-runtime"])
+@pytest.mark.parametrize("component", ["cxx-runtime", "python-runtime", "shell"])
 def test_the_runtime_texts_are_the_librarys_strings(component):
-    """Each fixed piece of libstdc++'s terminate texts and CPython's fatal-error and faulthandler
-    texts is a string of the library that prints it (where this machine has it: libstdc++.so.6 at
+    """Each fixed piece of libstdc++'s terminate texts, CPython's fatal-error and faulthandler texts
+    and bash's job reports (with libc's signal names) is a string of the library that prints it (where this machine has it: libstdc++.so.6 at
     the Debian/Ubuntu path, the running interpreter's libpython); a made-up text is not."""
     miner = _runtime_miner()
     lib = miner.default_lib(component)
     if not lib.is_file():
         pytest.skip(f"no {lib} here")
-    strings = miner.library_strings(lib)
+    strings = miner.component_strings(component, lib)
     assert miner.missing(miner.load(component), strings) == []
     made_up = {"messages": [{"id": "x", "text": "terminate called after catching %s"},
                             {"id": "y", "text": "Fatal Python error: Out of coffee"}]}
@@ -352,3 +352,24 @@ def test_a_refinement_found_on_a_line_replaces_its_general_message(kb):
     other = "Fatal Python error: _PyMem_DebugMalloc: Python memory allocator called without holding the GIL\n" + text
     ids = {m.id for m in diagnose(DiagnoseRequest(log=other), kb).messages}
     assert {"python-runtime.fatal-aborted", "python-runtime.fatal-error"} <= ids
+
+
+def test_the_shells_report_of_a_signal_is_read_in_each_form(kb):
+    """bash 5.2's reports, as printed here by a script whose commands died of each signal (and an
+    interactive shell's forms): SIGKILL is a killed rank; a fatal signal in a script's job report is
+    a crash with its signal; a near miss that merely says "Killed" is neither."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    def read(line: str):
+        d = diagnose(DiagnoseRequest(log=line + "\n"), kb)
+        return d.facts.get("signal"), d.facts.get("failure_kinds"), d.causes[0].code if d.causes else None
+
+    killed = '/tmp/k.sh: line 1: 30377 Killed                  python3 -c "import os,signal; os.kill(os.getpid(), signal.SIGKILL)"'
+    for line in (killed, "Killed", "[1]+  Killed                  python train.py"):
+        assert read(line) == ("SIGKILL", ["killed"], "host-oom-or-killed"), line
+    segv = '/tmp/k.sh: line 2: 30418 Segmentation fault      python3 -c "import os,signal; os.kill(os.getpid(), signal.SIGSEGV)"'
+    assert read(segv)[:2] == ("SIGSEGV", ["killed"])
+    assert read("/tmp/k.sh: line 3: 30459 Bus error               python3 train.py")[:2] == ("SIGBUS", ["killed"])
+    assert read("Terminated")[:2] == ("SIGTERM", None)  # a launcher's or scheduler's stop, not a failure of its own
+    assert read("Process 1234 Killed by the user")[0] is None

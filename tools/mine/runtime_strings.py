@@ -9,6 +9,9 @@ Two components hold what a process's own runtime prints when it dies, not what t
 - `python-runtime`: CPython's fatal-error and faulthandler texts (Python/pylifecycle.c,
   Modules/faulthandler.c, Python/traceback.c): `Fatal Python error: `, the fatal signals' names,
   the thread and stack headers of a dump, `Timeout (...)!`, in libpython.
+- `shell`: bash's report of a command a signal ended (jobs.c, siglist.c): the signal's name,
+  ` (core dumped)`, and a script's `<script>: line N: ` prefix, in /bin/bash (the names through
+  the C library's strsignal, so libc.so.6 is read too).
 
 Every entry's text, with its placeholders (and a refinement's quoted type name) cut away, must
 consist of pieces the library holds; a piece it lacks fails the run (exit 1). Every field of a
@@ -17,6 +20,7 @@ script only checks the texts.
 
 Usage:  .venv/bin/python tools/mine/runtime_strings.py cxx-runtime [--lib /usr/lib/x86_64-linux-gnu/libstdc++.so.6]
         .venv/bin/python tools/mine/runtime_strings.py python-runtime [--lib /path/to/libpython3.11.so.1.0]
+        .venv/bin/python tools/mine/runtime_strings.py shell [--lib /bin/bash]
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from catalogue_io import load  # noqa: E402
 
 
 def default_lib(component: str) -> Path:
+    if component == "shell":
+        return Path("/bin/bash")
     if component == "python-runtime":
         return Path(sysconfig.get_config_var("LIBDIR") or "/usr/lib") / (sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
     return Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
@@ -40,6 +46,18 @@ def default_lib(component: str) -> Path:
 def library_strings(lib: Path) -> set[str]:
     data = lib.read_bytes()
     return {s.decode("ascii") for s in re.findall(rb"[\x20-\x7e]{6,}", data)}
+
+
+LIBC = Path("/lib/x86_64-linux-gnu/libc.so.6")
+
+
+def component_strings(component: str, lib: Path) -> set[str]:
+    """The strings the component's texts come from: bash takes the signals' names from the C
+    library's strsignal, so the shell's are bash's and libc's together."""
+    strings = library_strings(lib)
+    if component == "shell" and LIBC.is_file():
+        strings |= library_strings(LIBC)
+    return strings
 
 
 _PLACEHOLDER = re.compile(r"%(?:0?\d+)?l?[sudx]|'[\w:<>, ]+'|0x%s")
@@ -72,12 +90,12 @@ def missing(catalogue: dict, strings: set[str]) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("component", choices=["cxx-runtime", "python-runtime"])
+    ap.add_argument("component", choices=["cxx-runtime", "python-runtime", "shell"])
     ap.add_argument("--lib", type=Path)
     args = ap.parse_args(argv)
     lib = args.lib or default_lib(args.component)
     catalogue = load(args.component)
-    gaps = missing(catalogue, library_strings(lib))
+    gaps = missing(catalogue, component_strings(args.component, lib))
     for mid, piece in gaps:
         print(f"{mid}: {piece!r} is not in {lib}")
     if gaps:
