@@ -59,7 +59,8 @@ def _run_twice_if_needed(run):
 
 @pytest.fixture(scope="module")
 def fresh():
-    for module in ("torch", "transformers", "trl", "accelerate") + (("lightning",) if STACK == record.DEFAULT_STACK else ()):
+    # the default stack's frameworks by module; any stack's pins, by the installed distributions' versions
+    for module in ("torch",) + (("transformers", "trl", "accelerate", "lightning") if STACK == record.DEFAULT_STACK else ()):
         require(module)
     mismatched = record.stack_mismatches(STACK)
     assert not mismatched, f"this environment is not the {STACK} stack: {', '.join(mismatched)}"
