@@ -412,7 +412,7 @@ FACT_PROBES: list[FactProbe] = [
                         r"|Caught signal (?P<crash>\d+) \(|(?P<shell>Bus error|Segmentation fault|Aborted) \(core dumped\)"
                         # bash's report of a job a fatal signal ended (jobs.c): a script's "<script>: line N: <pid> <name>"
                         # or an interactive job's "[1]+ <name>" (kb/messages/shell.yaml)
-                        r"|(?m:^)(?:\[\d{1,4}\][+-]? +|[^\n]{0,200}: line \d{1,7}: +\d{1,10} )"
+                        r"|(?m:^)(?:\[\d+\][+-]? +|[^\n]*: line \d+: +\d+ )"
                         r"(?P<job>Segmentation fault|Bus error|Illegal instruction|Floating point exception)\b"
                         # Python's faulthandler (Modules/faulthandler.c, faulthandler_handlers)
                         r"|Fatal Python error: (?P<fatal>Segmentation fault|Bus error|Illegal instruction|Floating[ -]point exception|Aborted)\b"),
