@@ -38,6 +38,7 @@ examples:
   advisor suggest --log train.log --dumps /tmp/fr-dumps/       # with the ranks' Flight Recorder dumps
   for p in $(pgrep -f train.py); do py-spy dump --pid $p; done | advisor suggest -   # a silent hang's stacks
   PYTHONFAULTHANDLER=1 torchrun --tee 3 ... train.py 2>&1 | tee run.log; advisor suggest --log run.log   # aborted ranks' stacks too
+  advisor suggest --log train.log --answer run_outcome=finished   # a quiet log of a run that finished: explain its warnings
   advisor kb check --kb ./team-kb
   advisor kb list --json
   advisor kb coverage
