@@ -168,6 +168,9 @@ _CASCADE_MESSAGE = re.compile(
     r"|[Cc]onnection (?:reset|closed|refused)|store|rendezvous|c10d|abort",
 )
 _OOM_MESSAGE = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
+# torch/_utils.py ExceptionWrapper.reraise: "Caught <type> <where>." then "Original Traceback ...":
+# the exception a worker, the pin-memory thread or a DataParallel replica raised, re-raised wrapped
+_WRAPPER_MESSAGE = re.compile(r"Caught \w+ in (?:DataLoader worker process|pin memory thread|replica) ")
 
 _KV = {
     "seq": re.compile(r"SeqNum=(\d+)"),
@@ -601,6 +604,7 @@ class FactCollector:
     last_traceback: int | None = None
     frames_seen: bool = False
     exception_owner: str | None = None
+    wrapped_on: tuple[int | None] | None = None  # (rank,) whose user_exception so far only wraps an original below it
     first_timeout_line: int | None = None
     first_nccl_error_line: int | None = None  # the first line NCCL's own error (ncclGetErrorString text) was reported on
     ops_by_seq: dict[int, set[str]] = field(default_factory=dict)
@@ -972,9 +976,12 @@ class FactCollector:
         if len(self.exceptions) < _MAX_EVENTS:
             self.exceptions.append((hit.line_no, etype, msg[:300], cascade or oom))
         if not cascade and not oom:
-            if "user_exception" not in self.values:
+            # the original under a wrapper says what failed: it takes the wrapper's place
+            unwrap = self.wrapped_on is not None and self.wrapped_on == (hit.rank,)
+            if "user_exception" not in self.values or unwrap:
                 self.exception_owner = _caller(tb[1]) if tb else None
-            self._set("user_exception", f"{short}: {msg}"[:300] if msg else short, hit)
+                self.wrapped_on = (hit.rank,) if _WRAPPER_MESSAGE.match(msg) else None
+            self._set("user_exception", f"{short}: {msg}"[:300] if msg else short, hit, overwrite=unwrap)
             self.on_event(FailureEvent(kind="exception", line=hit.line_no, rank=hit.rank, text=hit_line(hit), timestamp=timestamp_of(hit.text)))
 
     def _on_exitcode(self, hit: LineHit) -> None:

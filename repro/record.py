@@ -16,6 +16,7 @@ and duration. Run it with the Python of the environment that has the frameworks 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import shlex
@@ -83,6 +84,9 @@ class Run:
     process of the run (the launcher's agent included, as a user dumps every python process of a
     hung job)."""
     stack: str = DEFAULT_STACK
+    requires: list[str] = field(default_factory=list)
+    """what the machine must allow besides the stack (REQUIREMENTS): a run whose machine lacks it is
+    skipped, by the recorder and by CI, with the reason."""
     """the integration environment whose pins the run needs (tests/integration/envs/<stack>.txt):
     a framework bug is reproduced with the release that has it, next to the current ones."""
     abort_after: str | None = None
@@ -139,8 +143,28 @@ def load_runs(spec: Path = SPEC, stack: str | None = None) -> list[Run]:
                 timeout_s=float(r.get("timeout_s", defaults.get("timeout_s", 180))),
                 stack_dumps_after=r.get("stack_dumps_after"), abort_after=r.get("abort_after"),
                 stack=r.get("stack", scenario.get("stack", DEFAULT_STACK)),
+                requires=list(r.get("requires", scenario.get("requires") or [])),
             ))
     return [r for r in runs if stack is None or r.stack == stack]
+
+
+# requirement -> (command that succeeds where the machine allows it, what it is for)
+REQUIREMENTS = {
+    "user-namespaces": (["unshare", "-rm", "true"],
+                        "unprivileged user and mount namespaces (`unshare -rm`), to give the run its own small /dev/shm"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def unmet(requirement: str) -> str | None:
+    """Why this machine cannot run a scenario that needs `requirement` (None: it can)."""
+    command, what = REQUIREMENTS[requirement]
+    try:
+        ok = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return None if ok else f"this machine does not allow {what}"
 
 
 def stack_pins(stack: str) -> dict[str, str]:
@@ -534,7 +558,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = []
     for run in select(runs, args.only):
         wrong = stack_mismatches(run.stack)
-        if wrong:  # recorded with other releases, the log would not be the one the scenario declares
+        missing = [reason for r in run.requires if (reason := unmet(r))]
+        if missing:
+            print(f"{run.id:45s} skipped: {'; '.join(missing)}", flush=True)
+        elif wrong:  # recorded with other releases, the log would not be the one the scenario declares
             print(f"{run.id:45s} skipped: needs the {run.stack} environment (tests/integration/envs/{run.stack}.txt): "
                   + ", ".join(wrong), flush=True)
         else:

@@ -632,3 +632,17 @@ def test_a_requirement_that_alone_keeps_the_best_supported_cause_down_is_asked()
     # near miss: the peer was a rank that raised; the bug is not held back by the version alone
     died = run(STRAY, peer_fate="exception")
     assert all(q.id != "nccl_version" or "would lead" not in q.reason for q in died.questions)
+
+
+def test_the_original_exception_under_a_dataloader_wrapper_is_the_one_that_counts():
+    """torch re-raises a worker's exception as "Caught X in DataLoader worker process N." with the
+    original below it (torch/_utils.py ExceptionWrapper): the original says what failed. Printed by
+    torch 2.13 with a 1 MB /dev/shm (repro shm-exhausted, kb/recorded)."""
+    from pathlib import Path
+
+    log = (Path(__file__).resolve().parents[1] / "kb" / "recorded" / "shm-exhausted--torchrun.log").read_text()
+    d = run(log)
+    assert d.facts["user_exception"].startswith("RuntimeError: unable to allocate shared memory(shm) for file")
+    assert d.causes[0].code == "shm-exhausted"
+    data_bug = (Path(__file__).resolve().parents[1] / "kb" / "recorded" / "dataloader-worker-error--torchrun.log").read_text()
+    assert run(data_bug).facts["user_exception"].startswith("ValueError: sample 37: truncated record")

@@ -89,7 +89,7 @@ def test_every_cpu_cause_has_a_reproduction_under_two_launchers_or_frameworks():
     # codes that cannot happen on CPU (GPU, NCCL, InfiniBand, drivers, mismatched NCCL/CUDA), or
     # whose client needs vLLM or CUDA (external-service-unreachable): see repro/README.md
     not_on_cpu = {"heartbeat-monitor-kill", "duplicate-gpu-assignment", "infiniband-rdma-issue", "p2p-topology-issue",
-                  "shm-exhausted", "version-mismatch", "gpu-oom-on-rank", "gpu-hardware-fault",
+                  "version-mismatch", "gpu-oom-on-rank", "gpu-hardware-fault",
                   "external-service-unreachable"}
     variants: dict[str, set[tuple[str, str]]] = {}
     for run in RUNS.values():

@@ -188,6 +188,7 @@ REVIEWED_STDLIB = {
     "facts._CASCADE_EXCEPTIONS": "an exception's type name, once per exception line; alternation of literals anchored at $",
     "facts._CASCADE_MESSAGE": "an exception message, at most 500 characters (the probe's `.{0,500}`)",
     "facts._OOM_MESSAGE": "an exception type and message, bounded as above",
+    "facts._WRAPPER_MESSAGE": "match (anchored) on an exception message, bounded as above; literals and one \\w+ run",
     "facts._KV": "per WorkNCCL hit, on facts.near_hit(): the line, or 1 KiB around the hit on a giant line",
     "facts._GLOG_TS": "the first facts.TIMESTAMP_SCAN characters of a line, once per line",
     "facts._ISO_TS": "the first facts.TIMESTAMP_SCAN characters of a line, once per line",

@@ -57,3 +57,12 @@ def test_a_run_of_another_stack_carries_its_own_releases_in_the_manifest():
         for package in ("trl", "transformers", "accelerate"):
             if package in pins:
                 assert entry["recorded_with"][package] == pins[package], (entry["id"], package)
+
+
+def test_a_run_that_needs_what_the_machine_lacks_is_skipped_with_the_reason(monkeypatch):
+    shm = [r for r in record.load_runs() if r.scenario == "shm-exhausted"]
+    assert shm and all(r.requires == ["user-namespaces"] for r in shm)
+    monkeypatch.setitem(record.REQUIREMENTS, "impossible", (["false"], "something this machine lacks"))
+    assert record.unmet("impossible") == "this machine does not allow something this machine lacks"
+    monkeypatch.setitem(record.REQUIREMENTS, "trivial", (["true"], "nothing"))
+    assert record.unmet("trivial") is None
