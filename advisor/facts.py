@@ -1357,9 +1357,8 @@ class FactCollector:
                 put("phase", "first-step", line, text, origin="inferred", detail=f"progress at step {step[0]} when it failed")
             elif phase in ("train", "eval") and step is not None and step[1] and step[0] >= step[1]:
                 put("phase", "end-of-epoch", line, text, origin="inferred", detail=f"progress bar at {step[0]}/{step[1]}")
-            elif phase != "end-of-epoch" and (done := out.get("training_finished")) is not None \
-                    and done.value is True and done.line is not None and done.line > line \
-                    and done.line < min((e.line for e in events), default=done.line + 1):
+            elif phase != "end-of-epoch" and (done := out.get("training_finished")) is not None and done.value is True \
+                    and done.line is not None and done.line > line and all(e.line > done.line for e in events):
                 # the training loop announced its normal end after the last cue (the saves and evaluations
                 # before it finished too): whatever fails after it is past training
                 put("phase", "end-of-epoch", done.line, done.text, origin="inferred",

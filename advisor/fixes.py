@@ -53,20 +53,17 @@ def build_fix(kb, causes: list[RankedCause], facts: Facts, status: str) -> Fix:
     if top is None or (top.benign and not finished):
         # nothing real stands out: say what the harmless lines are, and how to see more next time
         return _see_more(kb, facts, top)
-    out = _cause_fix(kb, kb.causes[top.id], facts)
-    if top.benign:
-        # the run finished: what it printed is harmless, and its own fix (if any) is optional
-        out.summary = f"Nothing failed: the run finished, and the messages recognised are harmless ({_harmless_title(top)})."
-    elif status != "diagnosed":
-        out.summary = top.summary
+    # a finished run's harmless lines come with their own (optional) fix and nothing to turn on next time
+    summary = (f"Nothing failed: the run finished, and the messages recognised are harmless ({_harmless_title(top)})."
+               if top.benign else top.summary)
+    out = _cause_fix(kb, kb.causes[top.id], facts, summary)
+    if not top.benign and status != "diagnosed":
         out.next_run, more = _next_run(facts)
         out.snippets.append(more)
-    else:
-        out.summary = top.summary
     return out
 
 
-def _cause_fix(kb, cause: schema.Cause, facts: Facts) -> Fix:
+def _cause_fix(kb, cause: schema.Cause, facts: Facts, summary: str) -> Fix:
     """The cause's fixes that apply to these facts, resolved into steps and config snippets."""
     actions: list[FixStep] = []
     snippets: list[Snippet] = []
@@ -81,7 +78,7 @@ def _cause_fix(kb, cause: schema.Cause, facts: Facts) -> Fix:
         snippets.extend(snippet for snippet, _ in step_snippets)
         references.extend(u for u in fix.references if u not in references)
     references.extend(u for u in cause.references if u not in references)
-    return Fix(cause_id=cause.id, summary=cause.title, explanation=cause.explanation.strip(),
+    return Fix(cause_id=cause.id, summary=summary, explanation=cause.explanation.strip(),
                actions=actions, snippets=snippets, references=references)
 
 

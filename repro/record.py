@@ -84,11 +84,11 @@ class Run:
     process of the run (the launcher's agent included, as a user dumps every python process of a
     hung job)."""
     stack: str = DEFAULT_STACK
+    """the integration environment whose pins the run needs (tests/integration/envs/<stack>.txt):
+    a framework bug is reproduced with the release that has it, next to the current ones."""
     requires: list[str] = field(default_factory=list)
     """what the machine must allow besides the stack (REQUIREMENTS): a run whose machine lacks it is
     skipped, by the recorder and by CI, with the reason."""
-    """the integration environment whose pins the run needs (tests/integration/envs/<stack>.txt):
-    a framework bug is reproduced with the release that has it, next to the current ones."""
     abort_after: str | None = None
     """text the run prints once it hangs: 3 s after it appears every rank (each launched command's
     child processes) gets SIGABRT at once, as NCCL's watchdog aborts a rank whose collective timed
@@ -153,6 +153,11 @@ REQUIREMENTS = {
     "user-namespaces": (["unshare", "-rm", "true"],
                         "unprivileged user and mount namespaces (`unshare -rm`), to give the run its own small /dev/shm"),
 }
+
+
+def blockers(run: Run) -> list[str]:
+    """Why this machine cannot run `run` (its unmet requirements); empty: it can."""
+    return [reason for r in run.requires if (reason := unmet(r))]
 
 
 @functools.lru_cache(maxsize=None)
@@ -558,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = []
     for run in select(runs, args.only):
         wrong = stack_mismatches(run.stack)
-        missing = [reason for r in run.requires if (reason := unmet(r))]
+        missing = blockers(run)
         if missing:
             print(f"{run.id:45s} skipped: {'; '.join(missing)}", flush=True)
         elif wrong:  # recorded with other releases, the log would not be the one the scenario declares

@@ -65,7 +65,7 @@ def fresh():
     mismatched = record.stack_mismatches(STACK)
     assert not mismatched, f"this environment is not the {STACK} stack: {', '.join(mismatched)}"
     with ThreadPoolExecutor(max_workers=max(JOBS, 1)) as pool:
-        runnable = [r for r in RUNS if not any(record.unmet(q) for q in r.requires)]
+        runnable = [r for r in RUNS if not record.blockers(r)]
         return dict(zip((r.id for r in runnable), pool.map(_run_twice_if_needed, runnable)))
 
 
@@ -75,7 +75,7 @@ def fresh():
 @pytest.mark.timeout(2400)
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.id)
 def test_scenario_fails_as_recorded(run, fresh):
-    missing = [reason for r in run.requires if (reason := record.unmet(r))]
+    missing = record.blockers(run)
     if missing:
         pytest.skip("; ".join(missing))
     result, earlier = fresh[run.id]
