@@ -83,7 +83,7 @@ _SPECS = [
     FactSpec("user_exception", "str", "the first application exception (not a distributed-machinery one), type: message"),
     FactSpec("exception_before_timeout", "bool", "an application exception came before the first timeout"),
     FactSpec("exception_in_framework", "bool", "the failing traceback's innermost non-torch frame is inside a training framework's own code"),
-    FactSpec("exception_catalogued", "bool", "the failing exception's line is a catalogued message that names its cause (a check the software makes on purpose, not a bug in it)"),
+    FactSpec("exception_catalogued", "bool", "the failing exception's line is a catalogued message that names a cause other than the exception itself (a check the software makes on purpose, not a bug in it)"),
     FactSpec("exception_module", "str", "package of that frame (a framework id, or 'user')"),
     FactSpec("rank0_silent", "bool", "other ranks reported a failure but rank 0 did not (rank 0 is usually the one doing extra work)"),
     FactSpec("exit_code", "int", "first non-zero exit code a launcher reported"),
@@ -1094,7 +1094,7 @@ class FactCollector:
         self._set("backend", "gloo", hit)
 
     def on_cause_message(self, hit: LineHit) -> None:
-        """A line holds a catalogued message that names a cause."""
+        """A line holds a catalogued message that names a cause other than the rank's own exception."""
         if len(self.cause_lines) < 4096:
             self.cause_lines.add(hit.line_no)
 

@@ -125,7 +125,7 @@ class SignatureCollector:
                 self.facts.capture(fact, value, hit)
         for fact, value in message.sets.items():
             self.facts.establish(fact, value, hit)
-        if message.role == "cause":
+        if message.role == "cause" and any(p.cause != _OWN_EXCEPTION for p in message.points_to if p.weight > 0):
             self.facts.on_cause_message(hit)
 
     def _timestamp(self, hit: LineHit) -> tuple[int, int, int] | None:
@@ -135,6 +135,9 @@ class SignatureCollector:
         return self._stamped[1]
 
 
+# the cause that reads a rank's exception as the failure: a message pointing only there says no
+# more than "a rank raised", so it does not make the exception a catalogued one
+_OWN_EXCEPTION = "python-exception-on-rank"
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _LOG_SYNTAX = re.compile(
     r"^\s*(?:[\[{(<#]|\d|[IWEF]\d{3,4}\b|[\w.-]+:\d+:\d+|File \"|Traceback|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b"

@@ -586,6 +586,36 @@ def test_a_check_the_framework_raises_on_purpose_is_not_a_framework_bug():
     assert bug.causes[0].id == "framework-internal-error"
 
 
+# A DataLoader worker's exception that is a catalogued check (MapAllocator, torch 2.13, recorded by
+# repro/ with a 1 MB /dev/shm) and one whose only reading is "this rank raised" (a device-side assert).
+SHM_IN_WORKER = """\
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/work/train.py", line 41, in <module>
+[rank1]:     for batch in loader:
+[rank1]: RuntimeError: Caught RuntimeError in DataLoader worker process 0.
+[rank1]: Original Traceback (most recent call last):
+[rank1]:   File "/opt/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 349, in _worker_loop
+[rank1]:     data = fetcher.fetch(index)
+[rank1]: RuntimeError: unable to allocate shared memory(shm) for file </torch_4242_3197502207_0>: Resource temporarily unavailable (11)
+[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:48291
+"""
+ASSERT_ON_RANK = SHM_IN_WORKER.replace(
+    "unable to allocate shared memory(shm) for file </torch_4242_3197502207_0>: Resource temporarily unavailable (11)",
+    "CUDA error: device-side assert triggered")
+
+
+def test_an_exception_whose_message_names_another_cause_is_not_read_as_the_rank_failing():
+    shm = diagnose(DiagnoseRequest(log=SHM_IN_WORKER, max_causes=10))
+    assert shm.facts["exception_catalogued"] is True
+    assert shm.causes[0].id == "dev-shm-too-small" and shm.status == "diagnosed"
+    rank = next(c for c in shm.causes if c.id == "python-exception-on-rank")
+    assert any(f["fact"] == "exception_catalogued" and f["weight"] < 0 for f in rank.evidence["facts"])
+    # a message that points only to "this rank raised" leaves the exception the answer
+    assert_ = diagnose(DiagnoseRequest(log=ASSERT_ON_RANK, max_causes=10))
+    assert assert_.facts["exception_catalogued"] is False
+    assert assert_.causes[0].id == "python-exception-on-rank"
+
+
 def _barrier_line(key: str, field: str) -> str:
     # distributed_c10d.py's _store_based_barrier: torch <= 2.0 prints worker_count=, torch >= 2.1 num_workers_joined=
     return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "
