@@ -109,6 +109,9 @@ _SPECS = [
     FactSpec("world_as_launched", "bool", "the world size the log shows equals what was started (nodes, or nodes x GPUs "
              "per node, as answered): false when the log's world is larger or smaller"),
     FactSpec("socket_ifname_set", "bool", "the log shows NCCL_SOCKET_IFNAME set: the job names NCCL's interface itself"),
+    FactSpec("world_joined", "bool", "a line says the ranks of a process group all arrived (Lightning's 'All distributed "
+             "processes registered', torch's completed store-based barrier, an NCCL communicator's Init COMPLETE): they "
+             "agreed on its size"),
     FactSpec("later_group_barrier", "bool", "the store-based barrier that waits is a process group's created after the default "
              "one (new_group): every rank already joined the default group, so the world size was right"),
     FactSpec("store_setup_failed", "bool", "a traceback runs through the creation of the rendezvous store (TCPStore "

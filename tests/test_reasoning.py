@@ -616,6 +616,33 @@ def test_an_exception_whose_message_names_another_cause_is_not_read_as_the_rank_
     assert assert_.causes[0].id == "python-exception-on-rank"
 
 
+# Lightning 2.x on one node (lightning/fabric/utilities/distributed.py's banner): every rank
+# registered, then silence while NCCL sets up its first communicator
+REGISTERED_THEN_QUIET = """\
+Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4
+Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/4
+Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4
+Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4
+----------------------------------------------------------------------------------------------------
+distributed_backend=nccl
+All distributed processes registered. Starting with 4 processes
+----------------------------------------------------------------------------------------------------
+"""
+# two nodes given the same node rank: four processes claim ranks 0 and 1, and the count still fills
+SAME_RANKS_REGISTERED = REGISTERED_THEN_QUIET.replace("GLOBAL_RANK: 3, MEMBER: 4/4", "GLOBAL_RANK: 1, MEMBER: 2/4").replace(
+    "GLOBAL_RANK: 2, MEMBER: 3/4", "GLOBAL_RANK: 0, MEMBER: 1/4")
+
+
+def test_every_rank_registered_says_the_world_size_was_right():
+    quiet = diagnose(DiagnoseRequest(log=REGISTERED_THEN_QUIET, max_causes=10))
+    assert quiet.facts["world_joined"] is True
+    assert "world-size-mismatch" not in [c.id for c in quiet.causes[:3]]
+    # duplicate global ranks fill the count too: then registering proves nothing
+    dup = diagnose(DiagnoseRequest(log=SAME_RANKS_REGISTERED, max_causes=10))
+    assert dup.facts["world_joined"] is True and dup.facts.get("duplicate_ranks")
+    assert dup.causes[0].id == "world-size-mismatch"
+
+
 def _barrier_line(key: str, field: str) -> str:
     # distributed_c10d.py's _store_based_barrier: torch <= 2.0 prints worker_count=, torch >= 2.1 num_workers_joined=
     return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "

@@ -77,6 +77,7 @@ KEEP_INFO = [
     r"^Failed to initialize NET plugin", r"^Topology detection", r"^Could not open XML topology file", r"^RAS collective %s:%ld timeout",
     r"^Invalid value %s for %s", r"^DMA-BUF is available", r"^Unable to use GIN", r"^NET/IB: %s: The error is not fatal",
     r"^NET/IB: %s: Got completion with error", r"CPUs with mixed", r"^Could not get speed from",
+    r"^ncclMaxSharedMem %d exceeds device/fn maxSharedMem",
 ]
 _KEEP_INFO = re.compile("|".join(f"(?:{p})" for p in KEEP_INFO))
 
