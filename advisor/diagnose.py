@@ -244,6 +244,8 @@ def _world_from_answers(facts) -> None:
     nodes, per_node = facts.get("nodes"), facts.get("gpus_per_node")
     if not isinstance(nodes, int) or not isinstance(per_node, int) or nodes < 1 or per_node < 1:
         return
+    if any(facts.values[f].origin == "inferred" for f in ("nodes", "gpus_per_node")):
+        return  # counted from the hosts and GPUs a pasted excerpt happens to show: a lower bound, not what was started
     if facts.known("world_size"):
         _world_as_launched(facts, nodes, per_node)
         return

@@ -643,6 +643,25 @@ def test_every_rank_registered_says_the_world_size_was_right():
     assert dup.causes[0].id == "world-size-mismatch"
 
 
+# An excerpt of one node's NCCL lines (ranks 5-7 of 8, GPUs 1-3): the hosts and GPUs it shows are a
+# lower bound of what was started, not a count of it
+ONE_NODE_EXCERPT = """\
+node-b:27377:27554 [1] NCCL INFO comm 0x7f6764444df0 rank 5 nranks 8 cudaDev 1 busId 1b000 - Init START
+node-b:27378:27555 [2] NCCL INFO comm 0x7f44fc446140 rank 6 nranks 8 cudaDev 2 busId 3d000 - Init START
+node-b:27379:27549 [3] NCCL INFO comm 0x7f334840d830 rank 7 nranks 8 cudaDev 3 busId 3e000 - Init START
+"""
+
+
+def test_hosts_and_gpus_an_excerpt_shows_do_not_say_the_sizes_disagree():
+    d = diagnose(DiagnoseRequest(log=ONE_NODE_EXCERPT, max_causes=10))
+    assert d.facts["world_size"] == 8 and d.facts["nodes"] == 1 and d.facts["gpus_per_node"] == 3
+    assert "world_as_launched" not in d.facts
+    assert d.causes[0].id != "world-size-mismatch"
+    # what the user says was started does decide it
+    assert diagnose(DiagnoseRequest(log=ONE_NODE_EXCERPT, answers={"nodes": "2", "gpus_per_node": "4"})).facts["world_as_launched"] is True
+    assert diagnose(DiagnoseRequest(log=ONE_NODE_EXCERPT, answers={"nodes": "1", "gpus_per_node": "4"})).facts["world_as_launched"] is False
+
+
 def _barrier_line(key: str, field: str) -> str:
     # distributed_c10d.py's _store_based_barrier: torch <= 2.0 prints worker_count=, torch >= 2.1 num_workers_joined=
     return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "
