@@ -348,6 +348,9 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("loopback-transport", r"(?:(?:remote|local)=\[(?:127\.\d+\.\d+\.\d+|::1)\]|NCCL INFO (?:Bootstrap|NET/Socket) ?: Using (?:\[\d+\])?lo:)"),
     # NCCL prints the source line of each warning: the lines date the NCCL build (advisor.frames)
     FactProbe("nccl-warn-site", r"\] (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) NCCL WARN", ignore_case=False),
+    # ... and of each check an error passes on its way up ("NCCL INFO bootstrap.cc:701 -> 6",
+    # src/include/checks.h): those lines date it too
+    FactProbe("nccl-trail-site", r"NCCL INFO (?P<file>[\w/.-]{1,80}\.(?:cc|cu|h|cpp)):(?P<line>\d{1,6}) -> -?\d", ignore_case=False),
     # Docker's default bridge (docker0, whose default subnet is 172.17.0.0/16:
     # https://docs.docker.com/engine/network/drivers/bridge/,
     # https://docs.mirantis.com/mke/current/install/plan-deployment/mcr-considerations/docker0.html) as the interface NCCL
@@ -622,6 +625,7 @@ class FactCollector:
     pid_ranks: dict[str, int] = field(default_factory=dict)  # pid -> rank, from torchrun's failure summary
     package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
     nccl_sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's WARN lines
+    nccl_trail: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's error-trail lines
 
     # -- listener --
     def on_hit(self, hit: LineHit) -> None:
@@ -847,6 +851,12 @@ class FactCollector:
         site = (hit.group("file") or "", line)
         if line is not None and site not in self.nccl_sites and len(self.nccl_sites) < 64:
             self.nccl_sites.append(site)
+
+    def _on_nccl_trail_site(self, hit: LineHit) -> None:
+        line = _int(hit.group("line"))
+        site = (hit.group("file") or "", line)
+        if line is not None and site not in self.nccl_trail and len(self.nccl_trail) < 64:
+            self.nccl_trail.append(site)
 
     def _on_bridge_address(self, hit: LineHit) -> None:
         if "bridge_address" not in self.values:
@@ -1165,8 +1175,8 @@ class FactCollector:
         first), when the log did not print the version itself."""
         from advisor.frames import nccl_version_range, version_range
 
-        if self.nccl_sites and "nccl_version" not in out:
-            found = nccl_version_range(self.nccl_sites)
+        if (self.nccl_sites or self.nccl_trail) and "nccl_version" not in out:
+            found = nccl_version_range(self.nccl_sites, self.nccl_trail)
             if found is not None:
                 put("nccl_version", list(found.versions), None, None, origin="inferred", detail=found.describe(),
                     basis="NCCL source lines")

@@ -98,8 +98,8 @@ class VersionRange:
         span = self.versions[0] if len(self.versions) == 1 else f"{self.versions[0]} .. {self.versions[-1]}"
         newer = " (or a release newer than the table)" if self.versions[-1] == self.newest_mined else ""
         if self.package == "nccl":
-            where = "; ".join(f"{f.file}:{f.line}" for f in self.frames[:3])
-            return f"the lines NCCL's warnings were printed from ({where}) fit NCCL {span}{newer} only"
+            where = "; ".join(f"{f.file}:{f.line}" + (" (error trail)" if f.func == "error trail" else "") for f in self.frames[:3])
+            return f"the source lines NCCL's warnings and error trail were printed from ({where}) fit NCCL {span}{newer} only"
         where = "; ".join(f"{f.file.rsplit('/', 1)[-1]} line {f.line} in {f.func}" for f in self.frames[:3])
         return f"traceback frames ({where}) fit {self.package} {span}{newer} only"
 
@@ -113,22 +113,25 @@ def version_range(frames: list[Frame]) -> VersionRange | None:
     return _narrow(frames[0].package, table["versions"], [(f, _fits(table, f)) for f in frames])
 
 
-def nccl_version_range(sites: list[tuple[str, int]]) -> VersionRange | None:
-    """The NCCL releases whose sources have a WARN call at every printed `file.cc:line` (kb/frames/nccl.json).
-    A file NCCL does not have (a network plugin's own) is skipped; a known file whose line holds no
-    WARN in any release (a patched or unmined build) dates nothing."""
+def nccl_version_range(sites: list[tuple[str, int]], trail: list[tuple[str, int]] = ()) -> VersionRange | None:
+    """The NCCL releases whose sources have a WARN call at every printed `file.cc:line NCCL WARN`
+    and a check at every `file.cc:line -> code` of an error trail (kb/frames/nccl.json). A file NCCL
+    does not have (a network plugin's own) is skipped; a known file whose line holds no such call in
+    any release (a patched or unmined build) dates nothing."""
     table = _table("nccl")
-    if table is None or not sites:
+    if table is None or not (sites or trail):
         return None
 
-    def fits(path: str, line: int) -> set[int] | None:
-        known = table["sites"].get(path)
+    def fits(kind: str, path: str, line: int) -> set[int] | None:
+        known = table.get(kind, {}).get(path)
         if known is None:
             return None  # not NCCL's file: no say
         ranges = known.get(str(line))
-        return _indices(ranges) if ranges is not None else set()  # no WARN there in any release
+        return _indices(ranges) if ranges is not None else set()  # no such call there in any release
 
-    return _narrow("nccl", table["versions"], [(Frame("nccl", p, n, "WARN"), fits(p, n)) for p, n in sites])
+    evidence = [(Frame("nccl", p, n, "WARN"), fits("sites", p, n)) for p, n in sites]
+    evidence += [(Frame("nccl", p, n, "error trail"), fits("trail_sites", p, n)) for p, n in trail]
+    return _narrow("nccl", table["versions"], evidence)
 
 
 def narrow(count: int, fits: list[tuple[Any, set[int] | None]]) -> tuple[list[int], list[Any]] | None:

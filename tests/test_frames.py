@@ -60,7 +60,8 @@ def test_tables_are_well_formed(path):
     assert None not in versions and versions == sorted(versions) and len(set(versions)) == len(versions)
     if path.stem == "nccl":  # WARN call sites per release tag (tools/mine/nccl_sites.py)
         assert table["mined_with"] == "tools/mine/nccl_sites.py" and "github.com/NVIDIA/nccl" in table["source"]
-        for lines in table["sites"].values():
+        assert table["sites"] and table["trail_sites"]  # WARN calls, and the checks that print the error trail
+        for lines in [*table["sites"].values(), *table["trail_sites"].values()]:
             for line, ranges in lines.items():
                 assert int(line) > 0
                 for part in ranges.split(","):
@@ -238,3 +239,29 @@ def test_nccl_sites_that_fit_nothing_or_the_oldest_release_date_nothing(kb):
     # the banner wins
     banner = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + TRUNCATED
     assert read_log(kb, banner).facts.values["nccl_version"].value == "2.21.5"
+
+
+# NCCL 2.25.1's bootstrap failing an accept (src/misc/socket.cc and src/bootstrap.cc at v2.25.1-1):
+# the WARN at socket.cc:71 sits there in 2.24.3 .. 2.29.7; the checks the error passes on its way up
+# (NCCLCHECK at socket.cc:80/474/628, bootstrap.cc:701, NCCLCHECKGOTO at init.cc:1402) fit 2.25.1 only
+ACCEPT_TRAIL = """\
+node1:1234:1290 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.0.0.9<36138>
+node1:1234:1290 [0] NCCL INFO misc/socket.cc:80 -> 6
+node1:1234:1290 [0] NCCL INFO misc/socket.cc:474 -> 6
+node1:1234:1290 [0] NCCL INFO misc/socket.cc:628 -> 6
+node1:1234:1290 [0] NCCL INFO bootstrap.cc:701 -> 6
+node1:1234:1290 [0] NCCL INFO init.cc:1402 -> 6
+"""
+
+
+def test_an_nccl_error_trail_dates_nccl(kb):
+    warn_only = read_log(kb, ACCEPT_TRAIL.splitlines()[0] + "\n").facts.values["nccl_version"].value
+    assert warn_only[0] == "2.24.3" and len(warn_only) > 5
+    fact = read_log(kb, ACCEPT_TRAIL).facts.values["nccl_version"]
+    assert fact.value == ["2.25.1"] and fact.basis == "NCCL source lines" and "(error trail)" in fact.detail
+    # with the version known, the bootstrap bug fixed in 2.27.3 is no longer held back for it
+    d = run(kb, ACCEPT_TRAIL)
+    stray = next(c for c in d.causes if c.id == "nccl-bootstrap-stray-connection")
+    assert not stray.unconfirmed
+    # a trail line where no release has a check dates nothing
+    assert "nccl_version" not in read_log(kb, "h:1:1 [0] NCCL INFO bootstrap.cc:2 -> 6\n").facts.values

@@ -5,8 +5,11 @@ from __future__ import annotations
 from advisor.diagnose import diagnose, read_log
 from advisor.models import DiagnoseRequest
 
-TRUNCATED = ("compute-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4\n"
-             "compute-2:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n")
+# bootstrap.cc:77 holds this WARN in 2.19.1-2.22.3: the version straddles the fix (2.21.5)
+TRUNCATED = "compute-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4\n"
+# with the next step of its error trail: transport.cc:204 is a check (NCCLCHECKGOTO around
+# bootstrapRecv) only in 2.17.1-2.18.x and 2.19.1-2.19.3, so the two lines date NCCL to 2.19.x
+TRUNCATED_TRAIL = TRUNCATED + "compute-2:4827:6900 [4] NCCL INFO transport.cc:204 -> 3\n"
 TIMEOUT = ("[rank3]:[E217 14:55:02.441 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
            "WorkNCCL(SeqNum=38, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800033 milliseconds before timing out.")
 
@@ -31,6 +34,13 @@ def test_nccl_bug_without_a_version_is_asked_not_diagnosed(kb):
     assert ours in d.causes[:2] and ours.unconfirmed == ["nccl_version"]
     assert d.status != "diagnosed"
     assert d.questions[0].id == "nccl_version"
+
+
+def test_nccl_bug_dated_by_its_error_trail_is_diagnosed(kb):
+    d = run(kb, TRUNCATED_TRAIL)
+    assert d.facts["nccl_version"] == ["2.19.1", "2.19.3"]
+    assert d.causes[0].id == "nccl-bootstrap-tag-reuse" and not d.causes[0].unconfirmed
+    assert "nccl_version" not in [q.id for q in d.questions]
 
 
 def test_nccl_bug_diagnosed_only_on_the_releases_that_have_it(kb):

@@ -683,12 +683,12 @@ def test_a_later_groups_barrier_says_the_world_size_was_right(kb):
     assert world["rank-world-size-misconfig"] > next(c.score for c in later.causes if c.code == "rank-world-size-misconfig")
 
 
+# the WARN's line and bootstrap.cc:701 fit releases on both sides of 2.27.3 (2.24.3-2.26.6, 2.28.3,
+# 2.29.7): the trail leaves the version open (a longer trail would date it: tests/test_frames.py)
 STRAY = """\
 node0:5120:5120 [0] NCCL INFO Bootstrap : Using eth0:10.20.0.2<0>
 node0:5120:5188 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.20.0.9<51412>
-node0:5120:5188 [0] NCCL INFO misc/socket.cc:80 -> 6
 node0:5120:5188 [0] NCCL INFO bootstrap.cc:701 -> 6
-node0:5120:5188 [0] NCCL INFO init.cc:1402 -> 6
 """
 
 
