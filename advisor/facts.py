@@ -229,6 +229,14 @@ def _version(text: str | None) -> str | None:
     return text
 
 
+def _keep_site(sites: list[tuple[str, int]], hit: LineHit) -> None:
+    """Remember a printed NCCL source line (`file.cc`, N) once, a bounded number of them."""
+    line = _int(hit.group("line"))
+    site = (hit.group("file") or "", line)
+    if line is not None and site not in sites and len(sites) < 64:
+        sites.append(site)
+
+
 def timestamp_of(text: str) -> tuple[int, int, int] | None:
     """(month, day, second-of-day) from a glog or ISO timestamp on the line; years are ignored
     because glog lines have none and a job rarely spans New Year."""
@@ -847,16 +855,10 @@ class FactCollector:
                 devs.add(dev)
 
     def _on_nccl_warn_site(self, hit: LineHit) -> None:
-        line = _int(hit.group("line"))
-        site = (hit.group("file") or "", line)
-        if line is not None and site not in self.nccl_sites and len(self.nccl_sites) < 64:
-            self.nccl_sites.append(site)
+        _keep_site(self.nccl_sites, hit)
 
     def _on_nccl_trail_site(self, hit: LineHit) -> None:
-        line = _int(hit.group("line"))
-        site = (hit.group("file") or "", line)
-        if line is not None and site not in self.nccl_trail and len(self.nccl_trail) < 64:
-            self.nccl_trail.append(site)
+        _keep_site(self.nccl_trail, hit)
 
     def _on_bridge_address(self, hit: LineHit) -> None:
         if "bridge_address" not in self.values:

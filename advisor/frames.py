@@ -113,7 +113,7 @@ def version_range(frames: list[Frame]) -> VersionRange | None:
     return _narrow(frames[0].package, table["versions"], [(f, _fits(table, f)) for f in frames])
 
 
-def nccl_version_range(sites: list[tuple[str, int]], trail: list[tuple[str, int]] = ()) -> VersionRange | None:
+def nccl_version_range(sites: list[tuple[str, int]], trail: list[tuple[str, int]] | None = None) -> VersionRange | None:
     """The NCCL releases whose sources have a WARN call at every printed `file.cc:line NCCL WARN`
     and a check at every `file.cc:line -> code` of an error trail (kb/frames/nccl.json). A file NCCL
     does not have (a network plugin's own) is skipped; a known file whose line holds no such call in
@@ -130,7 +130,7 @@ def nccl_version_range(sites: list[tuple[str, int]], trail: list[tuple[str, int]
         return _indices(ranges) if ranges is not None else set()  # no such call there in any release
 
     evidence = [(Frame("nccl", p, n, "WARN"), fits("sites", p, n)) for p, n in sites]
-    evidence += [(Frame("nccl", p, n, "error trail"), fits("trail_sites", p, n)) for p, n in trail]
+    evidence += [(Frame("nccl", p, n, "error trail"), fits("trail_sites", p, n)) for p, n in trail or []]
     return _narrow("nccl", table["versions"], evidence)
 
 
