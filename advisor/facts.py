@@ -84,6 +84,8 @@ _SPECS = [
     FactSpec("exception_before_timeout", "bool", "an application exception came before the first timeout"),
     FactSpec("exception_in_framework", "bool", "the failing traceback's innermost non-torch frame is inside a training framework's own code"),
     FactSpec("exception_catalogued", "bool", "the failing exception's line is a catalogued message that names a cause other than the exception itself (a check the software makes on purpose, not a bug in it)"),
+    FactSpec("exception_cut_off", "bool", "the failing traceback ends before its exception line (a truncated paste): "
+             "where it failed is known, what was raised is not"),
     FactSpec("exception_module", "str", "package of that frame (a framework id, or 'user')"),
     FactSpec("rank0_silent", "bool", "other ranks reported a failure but rank 0 did not (rank 0 is usually the one doing extra work)"),
     FactSpec("exit_code", "int", "first non-zero exit code a launcher reported"),
@@ -281,11 +283,24 @@ FRAMEWORK_PATHS = [
 _LIBRARY_PATH = re.compile(r"(?:site-packages|dist-packages)/torch/|/torch/(?:distributed|nn|utils|_dynamo|cuda)/|/lib/python3\.\d+/(?!site-packages|dist-packages)|<frozen |^<")
 
 
+# The console scripts launchers install next to python (bin/ of a venv or prefix; each package's
+# entry_points.txt: torch's torchrun, accelerate's accelerate[-launch], TRL's trl, Lightning's fabric,
+# LLaMA-Factory's llamafactory-cli / lmf; DeepSpeed's bin/deepspeed and ds scripts): a frame in one
+# is the launcher's own code, not the user's
+LAUNCHER_SCRIPTS = {
+    "torchrun": "torch", "accelerate": "accelerate", "accelerate-launch": "accelerate", "deepspeed": "deepspeed",
+    "ds": "deepspeed", "trl": "trl", "fabric": "lightning", "llamafactory-cli": "llama-factory", "lmf": "llama-factory",
+}
+
+
 def frame_owner(path: str) -> str | None:
     """'torch' for torch/stdlib frames, a framework id for framework code, None for user code."""
     p = path.replace("\\", "/")
     if _LIBRARY_PATH.search(p):
         return "torch"
+    _, in_bin, script = p.rpartition("/bin/")
+    if in_bin and script in LAUNCHER_SCRIPTS:
+        return LAUNCHER_SCRIPTS[script]
     for marker, fw in FRAMEWORK_PATHS:
         if marker in p:
             return fw
@@ -1235,6 +1250,7 @@ class FactCollector:
             owner = _caller(frames)
             put("user_exception", "traceback without its final line (cut off)", line, None, origin="inferred",
                 detail=f"innermost frame: {frames[-1][-120:]}")
+            put("exception_cut_off", True, line, None, origin="inferred", detail="the traceback ends before its exception line")
             self.exception_owner = owner
             self.events.append(FailureEvent(kind="exception", line=line, rank=rank, text="Traceback (most recent call last):"))
             return

@@ -662,6 +662,45 @@ def test_hosts_and_gpus_an_excerpt_shows_do_not_say_the_sizes_disagree():
     assert diagnose(DiagnoseRequest(log=ONE_NODE_EXCERPT, answers={"nodes": "1", "gpus_per_node": "4"})).facts["world_as_launched"] is False
 
 
+# A traceback whose exception line was lost in the paste, and torchrun's own entry point cut off the
+# same way (the agent's traceback: bin/torchrun, line 8, in <module>)
+CUT_OFF = """\
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/work/train.py", line 40, in <module>
+[rank1]:     loss = step(batch)
+[rank1]:   File "/work/train.py", line 22, in step
+[rank1]:     out = model(batch["input_ids"])
+E1123 22:13:34.292000 18141 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 18149) of binary: /workspace/.venv/bin/python3
+"""
+AGENT_CUT_OFF = """\
+I0213 12:07:20.087000 870572 torch/distributed/elastic/agent/server/api.py:677] [default] Rendezvous'ing worker group
+Traceback (most recent call last):
+  File "/home/u/.venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+"""
+
+
+def test_a_cut_off_traceback_is_a_lead_not_a_diagnosis():
+    d = diagnose(DiagnoseRequest(log=CUT_OFF))
+    assert d.facts["exception_cut_off"] is True and d.facts["exception_module"] == "user"
+    assert d.causes[0].id == "python-exception-on-rank" and d.status != "diagnosed"
+    # the launcher's own entry point is not the user's code: nothing says a rank raised
+    agent = diagnose(DiagnoseRequest(log=AGENT_CUT_OFF, max_causes=10))
+    assert "user_exception" not in agent.facts and "exception_cut_off" not in agent.facts
+    assert agent.status == "no-match"
+
+
+def test_launchers_console_scripts_are_not_user_code():
+    from advisor.facts import frame_owner
+
+    assert frame_owner("/home/u/.venv/bin/torchrun") == "torch"
+    assert frame_owner("/opt/conda/bin/accelerate") == "accelerate"
+    assert frame_owner("/usr/local/bin/deepspeed") == "deepspeed"
+    assert frame_owner("/home/u/.venv/bin/llamafactory-cli") == "llama-factory"
+    assert frame_owner("/home/u/bin/train.py") is None  # a user's script in a bin/ folder stays the user's
+    assert frame_owner("/home/u/project/torchrun") is None
+
+
 def _barrier_line(key: str, field: str) -> str:
     # distributed_c10d.py's _store_based_barrier: torch <= 2.0 prints worker_count=, torch >= 2.1 num_workers_joined=
     return (f"Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:{key} "
