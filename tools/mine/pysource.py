@@ -1,7 +1,7 @@
 """Messages a Python source file can print, read from its syntax tree.
 
 A message is the first argument of a `raise Error(...)`, a `logger.<level>(...)` / `logging.<level>(...)`,
-a `warnings.warn(...)` or a `print(...)` call. Its text is the format as written: a plain string, an
+a `warnings.warn(...)`, a `@deprecated(...)` decorator (PEP 702) or a `print(...)` call. Its text is the format as written: a plain string, an
 f-string with `{expression}` placeholders, a `%`-format or a `.format()` string; a name bound to a
 string in the same function is followed to its value. Placeholders the catalogue cannot render (calls,
 operators) become `{}` so every text renders (see advisor.catalogue.render).
@@ -272,6 +272,10 @@ def _message_of(node: ast.AST, texts: _Texts) -> tuple[str, str, ast.AST | None]
             return None
         receiver, method = name
         if receiver == "warnings" and method == "warn" or receiver == "" and method == "warn":
+            return ("warn", "warn", node.args[0])
+        if method in ("deprecated", "_deprecated"):
+            # typing_extensions.deprecated / warnings.deprecated (PEP 702) as a decorator: calling the
+            # decorated function warns with its first argument (torch.distributed.launch's main, 2.4+)
             return ("warn", "warn", node.args[0])
         if receiver == "" and method == "print":
             return ("print", "info", node.args[0])
