@@ -18,6 +18,15 @@ def plain():
         if rank == 0:
             say(f"step {step} loss {loss:.4f}")
     say("training finished")
+    # end as a healthy job does: every rank leaves together, DDP (its reducer and autograd hooks) is
+    # released, and the group is torn down; a rank that exits with them alive can abort in torch
+    # 2.13's teardown ("terminate called without an active exception")
+    torch.distributed.barrier()
+    del model, optimizer
+    import gc
+
+    gc.collect()
+    torch.distributed.destroy_process_group()
 
 
 def lightning():
