@@ -284,12 +284,13 @@ _LIBRARY_PATH = re.compile(r"(?:site-packages|dist-packages)/torch/|/torch/(?:di
 
 
 # The console scripts launchers install next to python (bin/ of a venv or prefix; each package's
-# entry_points.txt: torch's torchrun, accelerate's accelerate[-launch], TRL's trl, Lightning's fabric,
-# LLaMA-Factory's llamafactory-cli / lmf; DeepSpeed's bin/deepspeed and ds scripts): a frame in one
-# is the launcher's own code, not the user's
+# entry_points.txt in the integration environment: torch's torchrun, accelerate's accelerate[-launch],
+# TRL's trl, Lightning's fabric; DeepSpeed's bin/deepspeed and ds scripts; LLaMA-Factory's
+# llamafactory-cli, the launcher kb/frameworks/llama-factory.yaml names): a frame in one is the
+# launcher's own code, not the user's
 LAUNCHER_SCRIPTS = {
     "torchrun": "torch", "accelerate": "accelerate", "accelerate-launch": "accelerate", "deepspeed": "deepspeed",
-    "ds": "deepspeed", "trl": "trl", "fabric": "lightning", "llamafactory-cli": "llama-factory", "lmf": "llama-factory",
+    "ds": "deepspeed", "trl": "trl", "fabric": "lightning", "llamafactory-cli": "llama-factory",
 }
 
 
