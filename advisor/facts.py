@@ -487,6 +487,25 @@ TRAINING_LOOP_CALLS = frozenset({"training_step", "train_step", "_inner_training
                                  "_run_optimization", "training_loop"})
 TRAINING_LOOP_PATHS = ("loops/training_epoch_loop.py", "loops/optimization/automatic.py", "torch/autograd/__init__.py")
 
+# Where a traceback shows the model still being wrapped for distributed training (start-up, before any
+# step): DDP's and FSDP's constructors (their first collectives: the parameter-shape check and the
+# broadcast of rank 0's weights, in torch/distributed/utils.py), accelerate's prepare and DeepSpeed's
+# initialize. Names as in the mined sources (kb/frames/torch.json, accelerate.json) and DeepSpeed's
+# deepspeed/__init__.py and runtime/engine.py.
+SETUP_FRAMES = frozenset({
+    ("torch/nn/parallel/distributed.py", "__init__"),
+    ("torch/distributed/fsdp/fully_sharded_data_parallel.py", "__init__"),
+    ("torch/distributed/utils.py", "_verify_param_shape_across_processes"),
+    ("torch/distributed/utils.py", "_sync_module_states"),
+    ("accelerate/accelerator.py", "prepare"),
+    ("accelerate/accelerator.py", "prepare_model"),
+    ("accelerate/accelerator.py", "_prepare_one"),
+    ("accelerate/accelerator.py", "_prepare_deepspeed"),
+    ("accelerate/accelerator.py", "_prepare_fsdp2"),
+    ("deepspeed/__init__.py", "initialize"),
+    ("deepspeed/runtime/engine.py", "_broadcast_model"),
+})
+
 
 # Frames of the functions that construct the rendezvous TCPStore (function names checked in every
 # mined torch release, kb/frames/torch.json): an exception raised with one of them on the stack was
@@ -643,6 +662,7 @@ class FactCollector:
     error_sample: dict[str, int] = field(default_factory=dict)  # failure-looking line -> its line number
     in_root_cause: bool = False
     training_frame: tuple[int, str] | None = None  # first traceback frame inside a training loop
+    setup_frame: tuple[int, str] | None = None  # first traceback frame wrapping the model (SETUP_FRAMES)
     waiting: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed call its traceback waits in
     dumps: StackDumps = field(default_factory=StackDumps)  # py-spy dumps of hung processes
     summary_rank: tuple[int, int] | None = None  # (rank, line) of the failure summary's last "rank :" line
@@ -953,6 +973,8 @@ class FactCollector:
             self._set("store_setup_failed", True, hit)
         if self.training_frame is None and (func in TRAINING_LOOP_CALLS or any(p in path for p in TRAINING_LOOP_PATHS)):
             self.training_frame = (hit.line_no, hit_line(hit, 400))
+        if self.setup_frame is None and any(path.endswith(f) and func == fn for f, fn in SETUP_FRAMES):
+            self.setup_frame = (hit.line_no, hit_line(hit, 400))
         if rank is not None and path.endswith("distributed_c10d.py") and func in COLLECTIVE_CALLS and len(self.waiting) < _MAX_RANKS:
             self.waiting[rank] = func  # the innermost torch.distributed call of this rank's traceback
         elif (rank is not None and func in _AUTOGRAD_RUN and path.endswith(("autograd/graph.py", "autograd/__init__.py"))
@@ -1401,6 +1423,10 @@ class FactCollector:
                     detail="the traceback runs through the training loop, after the last start-up line")
             else:
                 put("phase", phase, line, text, detail="the last phase cue before the failure")
+        elif self.setup_frame is not None and self.training_frame is None:
+            # no cue said what the job was doing, but the failing traceback is still wrapping the model
+            put("phase", "init", self.setup_frame[0], self.setup_frame[1], origin="inferred",
+                detail="the traceback runs through the model's wrapping for distributed training (DDP/FSDP, accelerate's prepare, DeepSpeed's initialize)")
         if self.step_at_failure or self.step_now:
             put("step", (self.step_at_failure or self.step_now)[0], origin="inferred")
         if "user_exception" in out and self.exception_owner is not None:

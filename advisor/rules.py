@@ -107,9 +107,15 @@ def fact_domain(name: str, kb) -> list[Any] | None:
 def normalized_fact(name: str) -> bool:
     """Categorical facts (phase, framework, storage, ...) are normalized over their values; yes/no
     facts and numbers keep their plain log-odds weights, since their base rates are far from
-    uniform (an exception inside framework code is rare, not a coin flip)."""
+    uniform (an exception inside framework code is rare, not a coin flip). So does the collective's
+    family: most collectives that time out are all-reduces, so a rule against the other families
+    must not read as evidence for an all-reduce."""
     spec = FACTS.get(name)
-    return spec is not None and spec.kind == "str" and (bool(spec.domain) or name == "framework")
+    return (spec is not None and spec.kind == "str" and name not in _SKEWED_CATEGORIES
+            and (bool(spec.domain) or name == "framework"))
+
+
+_SKEWED_CATEGORIES = frozenset({"op_family"})
 
 
 def bin_points(edges: list[float], integer: bool = False) -> list[float]:

@@ -761,3 +761,59 @@ def test_the_original_exception_under_a_dataloader_wrapper_is_the_one_that_count
     assert d.causes[0].code == "shm-exhausted"
     data_bug = (Path(__file__).resolve().parents[1] / "kb" / "recorded" / "dataloader-worker-error--torchrun.log").read_text()
     assert run(data_bug).facts["user_exception"].startswith("ValueError: sample 37: truncated record")
+
+
+def _first_collective_timeout(op: str, frames: list[str]) -> str:
+    tb = "".join(f'  File "{path}", line {line}, in {func}\n    pass\n' for path, line, func in
+                 (f.split(":") for f in frames))
+    return (f"[rank1]:[E1128 06:40:01.1 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum=1, OpType={op}, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\n"
+            "Traceback (most recent call last):\n" + tb +
+            "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.\n")
+
+
+WRAPPING = ["/w/train.py:40:main", "/venv/lib/python3.11/site-packages/accelerate/accelerator.py:1284:prepare",
+            "/venv/lib/python3.11/site-packages/accelerate/accelerator.py:1512:prepare_model",
+            "/venv/lib/python3.11/site-packages/torch/nn/parallel/distributed.py:827:__init__",
+            "/venv/lib/python3.11/site-packages/torch/distributed/utils.py:288:_sync_module_states"]
+
+
+def test_a_traceback_still_wrapping_the_model_is_start_up():
+    """With no phase cue before the failure, a traceback through DDP's constructor or accelerate's
+    prepare says the job never reached a training step."""
+    d = run(_first_collective_timeout("BROADCAST", WRAPPING))
+    assert d.facts["phase"] == "init"
+    # near miss: the same traceback continuing into a training step is no longer start-up
+    stepping = run(_first_collective_timeout("ALLREDUCE", ["/w/train.py:80:main", "/w/train.py:60:train_step"]))
+    assert stepping.facts.get("phase") != "init"
+
+
+def test_a_data_moving_first_collective_is_not_the_preprocessing_barrier():
+    """main_process_first's wait is a barrier (a one-element all-reduce with NCCL): an all-gather
+    or broadcast that never completes is not that wait."""
+    def prep(op):
+        d = run(_first_collective_timeout(op, WRAPPING[:1]))
+        return next(c.raw_score for c in d.causes if c.id == "dataset-prep-on-main-rank")
+    assert prep("ALLGATHER") < prep("ALLREDUCE") - 1.0
+
+
+def test_a_rule_against_rare_collectives_is_no_evidence_for_an_all_reduce(kb):
+    """op_family is skewed (most timeouts are all-reduces): it is not normalized over its values, so
+    a rule against the other families leaves an all-reduce where it was."""
+    from advisor.rules import normalized_fact
+
+    assert not normalized_fact("op_family") and normalized_fact("phase")
+    d = run(_first_collective_timeout("ALLREDUCE", WRAPPING[:1]))
+    prep = next(c for c in d.causes if c.id == "dataset-prep-on-main-rank")
+    assert all(e["fact"] != "op_family" for e in prep.evidence["facts"])
+
+
+def test_the_first_collectives_come_before_any_save_evaluation_or_logging():
+    """SeqNum 1 or 2 of a group precedes the first training step: the in-training stragglers lean away."""
+    def scores(seq):
+        log = (f"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+               "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\n")
+        return {c.id: c.raw_score for c in run(log).causes}
+    early, late = scores(1), scores(500)
+    for cause in ("save-checkpoint-timeout", "eval-on-some-ranks", "rank0-logging-io"):
+        assert early.get(cause, -99) < late[cause] - 0.5, cause
