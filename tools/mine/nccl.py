@@ -659,13 +659,8 @@ def build(args) -> int:
             entry = {k: old[1][k] for k in HAND_FIELDS if k in old[1]}
             kept_ids.add(entry["id"])
         else:
-            base = f"{comp}.{slug(main.text)}"
-            mid, n = base, 2
-            while mid in used_ids:
-                mid, n = f"{base}-{n}", n + 1
-            used_ids.add(mid)
-            entry = {"id": mid, "meaning": NEEDS_REVIEW, "role": "context"}
-            new_ids.append(mid)
+            entry = new_entry(comp, main.text, used_ids)
+            new_ids.append(entry["id"])
         entry["level"] = main.level
         entry["text"] = main.text
         entry["source"] = path
@@ -728,13 +723,30 @@ def build(args) -> int:
             print(f"  {comp:16s} {len(ms):4d}  {dict(levels)}  needs review: {review}")
         for d in dropped:
             print(f"  dropped: {d.level} {d.text[:100]!r} ({', '.join(sorted({p for s in d.sites.values() for p, _ in s}))})")
-        for r in regenerated:
-            print(f"  pattern regenerated (it missed a wording): {r}")
-        for a, b in unresolved:
-            print(f"  pattern of {a} also matches {b}'s wording")
-        for o in orphans:
-            print(f"  no longer mined: {o}")
+        report_entries(regenerated, unresolved, orphans)
     return 0
+
+
+def new_entry(component: str, text: str, used_ids: set[str]) -> dict:
+    """A fresh entry for a mined message: an id from its words (unique among `used_ids`, which it
+    joins), role context and a meaning that says a person has yet to read it."""
+    base = f"{component}.{slug(text)}"
+    mid, n = base, 2
+    while mid in used_ids:
+        mid, n = f"{base}-{n}", n + 1
+    used_ids.add(mid)
+    return {"id": mid, "meaning": NEEDS_REVIEW, "role": "context"}
+
+
+def report_entries(regenerated: list[str], unresolved: list[tuple[str, str]], orphans: list[str]) -> None:
+    """What a re-run needs a person for: patterns rebuilt, patterns that cannot be told apart, and
+    entries no mined release prints any more."""
+    for r in regenerated:
+        print(f"  pattern regenerated (it missed a wording): {r}")
+    for a, b in unresolved:
+        print(f"  pattern of {a} also matches {b}'s wording")
+    for o in orphans:
+        print(f"  no longer mined: {o}")
 
 
 HEADER = ("# Mined by tools/mine/nccl.py from NCCL's sources at each release tag and the released libnccl.so.2\n"

@@ -233,23 +233,25 @@ def _calls(toks: list[Tok], names) -> list[tuple[str, int, list[list[Tok]]]]:
 
 
 def _level(macro: str) -> str:
-    return {"WARN": "warn", "INFO": "info", "TRACE": "trace"}[macro]
+    """WARN -> warn; a plugin's own macros name their level last (NCCL_OFI_WARN -> warn)."""
+    return macro.rsplit("_", 1)[-1].lower()
 
 
-def templates_of(macros: list[Macro]) -> dict[str, list[Template]]:
+def templates_of(macros: list[Macro], log_macros: dict[str, int] | None = None) -> dict[str, list[Template]]:
     """Helper macros whose logged format takes a parameter, resolved through nesting
     (SYSCHECK -> SYSCHECKSYNC -> INFO)."""
+    log_macros = log_macros or LOG_MACROS
     found: dict[str, list[Template]] = {}
     changed = True
     while changed:
         changed = False
         for mac in macros:
             markers = {p: "{" + p + "}" for p in mac.params}
-            names = set(LOG_MACROS) | set(found)
+            names = set(log_macros) | set(found)
             for name, line, args in _calls(mac.body, names):
                 made: list[Template] = []
-                if name in LOG_MACROS:
-                    idx = LOG_MACROS[name]
+                if name in log_macros:
+                    idx = log_macros[name]
                     if len(args) <= idx:
                         continue
                     text, _ = _format_of(args[idx], markers)
@@ -279,16 +281,18 @@ def templates_of(macros: list[Macro]) -> dict[str, list[Template]]:
     return found
 
 
-def extract(files: dict[str, str]) -> tuple[list[Found], dict[str, list[Template]]]:
-    """Every logged format in a source tree given as {path: text}."""
+def extract(files: dict[str, str], log_macros: dict[str, int] | None = None) -> tuple[list[Found], dict[str, list[Template]]]:
+    """Every logged format in a source tree given as {path: text}. `log_macros` (macro -> index of
+    its format argument) defaults to NCCL's WARN/INFO/TRACE; a plugin passes its own."""
+    log_macros = log_macros or LOG_MACROS
     parsed = {path: read_file(path, src) for path, src in files.items()}
     all_macros = [m for _, ms in parsed.values() for m in ms]
-    templates = templates_of(all_macros)
+    templates = templates_of(all_macros, log_macros)
     results: list[Found] = []
     # formats inside macro bodies that are literal (CUDACHECK's "Cuda failure '%s'")
     for mac in all_macros:
-        for name, line, args in _calls(mac.body, set(LOG_MACROS)):
-            idx = LOG_MACROS[name]
+        for name, line, args in _calls(mac.body, set(log_macros)):
+            idx = log_macros[name]
             if len(args) <= idx:
                 continue
             text, unresolved = _format_of(args[idx], {p: "{" + p + "}" for p in mac.params})
@@ -296,9 +300,9 @@ def extract(files: dict[str, str]) -> tuple[list[Found], dict[str, list[Template
                 continue  # None: not a literal; a parameter in it: expanded at the call sites
             results.append(Found(_level(name), text, mac.path, line, via=mac.name, unresolved=unresolved))
     for path, (toks, _) in parsed.items():
-        for name, line, args in _calls(toks, set(LOG_MACROS) | set(templates)):
-            if name in LOG_MACROS:
-                idx = LOG_MACROS[name]
+        for name, line, args in _calls(toks, set(log_macros) | set(templates)):
+            if name in log_macros:
+                idx = log_macros[name]
                 if len(args) <= idx:
                     continue
                 text, unresolved = _format_of(args[idx])
