@@ -310,7 +310,7 @@ class MessageFile(Strict):
 
     component: str = Field(pattern=KEBAB)
     software: Literal[
-        "nccl", "aws-ofi-nccl", "torch", "gloo", "deepspeed", "accelerate", "transformers", "lightning", "trl", "vllm",
+        "nccl", "aws-ofi-nccl", "libfabric", "torch", "gloo", "deepspeed", "accelerate", "transformers", "lightning", "trl", "vllm",
         "torchtitan", "llama-factory", "open-r1", "linux", "slurm", "cuda", "libstdc++", "python", "bash",
     ]
     title: str = Field(min_length=8)

@@ -138,15 +138,36 @@ def collect(mined: dict[str, dict]) -> dict[tuple[str, str], nccl.Wording]:
 OTHER = "other:"
 
 
-def other_messages(kb: Path) -> dict[str, tuple[list[str], str]]:
-    """The catalogue's other messages: `other:<id>` -> (wordings, written pattern)."""
+def other_messages(kb: Path, component: str = COMPONENT) -> dict[str, tuple[list[str], str]]:
+    """The catalogue's messages outside `component`: `other:<id>` -> (wordings, written pattern)."""
     out = {}
     for path in sorted(kb.glob("*.yaml")):
-        if path.stem == COMPONENT:
+        if path.stem == component:
             continue
         for m in (yaml.safe_load(path.read_text()) or {}).get("messages", []):
             out[OTHER + m["id"]] = ([m["text"]] + [w["text"] for w in m.get("wording", [])], m["pattern"])
     return out
+
+
+def assign_patterns(entries: list[dict], texts_of: dict[str, list[str]], kb: Path, component: str) -> tuple[list[str], list]:
+    """Give every entry a pattern: a written one is kept while it still matches all its wordings, the
+    others are generated distinct from each other and from every other component's messages (a
+    plugin's or library's lines share the log with everyone's). Returns the ids whose written pattern
+    had to be regenerated and the pairs no pattern can tell apart."""
+    fixed, regenerated = {}, []
+    for e in entries:
+        if "pattern" in e and nccl._matches_all(e["pattern"], texts_of[e["id"]], e.get("case_sensitive", False), e.get("sample")):
+            fixed[e["id"]] = e["pattern"]
+        elif "pattern" in e:
+            regenerated.append(e["id"])
+            del e["pattern"]
+    others = other_messages(kb, component)
+    patterns, unresolved = nccl.distinct_patterns({**texts_of, **{k: v[0] for k, v in others.items()}},
+                                                  {**fixed, **{k: v[1] for k, v in others.items()}})
+    unresolved = [(a, b.removeprefix(OTHER)) for a, b in unresolved if not a.startswith(OTHER)]
+    for e in entries:
+        e.setdefault("pattern", patterns[e["id"]])
+    return regenerated, unresolved
 
 
 def load_existing(kb: Path) -> dict:
@@ -169,9 +190,8 @@ def build(args) -> int:
 
     newest = {t: i for i, t in enumerate(tags)}
     used_ids = {m["id"] for m in existing.get("messages", [])}
-    entries, new_ids, kept_ids, regenerated = [], [], set(), []
+    entries, new_ids, kept_ids = [], [], set()
     texts_of: dict[str, list[str]] = {}
-    fixed: dict[str, str] = {}
     for group in groups:
         group.sort(key=lambda w: -max(newest[t] for t in w.tags))
         main = group[0]
@@ -190,20 +210,8 @@ def build(args) -> int:
         entry["wording"] = [{"versions": nccl.specifier({tag_version(t) for t in w.tags}, versions), "text": w.text}
                             for w in group[1:]]
         texts_of[entry["id"]] = [w.text for w in group]
-        if "pattern" in entry and nccl._matches_all(entry["pattern"], texts_of[entry["id"]], entry.get("case_sensitive", False),
-                                                    entry.get("sample")):
-            fixed[entry["id"]] = entry["pattern"]
-        elif "pattern" in entry:
-            regenerated.append(entry["id"])
-            del entry["pattern"]
         entries.append(entry)
-    # the plugin's lines share the log with every other component's: a pattern must claim none of theirs
-    others = other_messages(Path(args.kb))
-    patterns, unresolved = nccl.distinct_patterns({**texts_of, **{k: v[0] for k, v in others.items()}},
-                                                  {**fixed, **{k: v[1] for k, v in others.items()}})
-    unresolved = [(a, b.removeprefix(OTHER)) for a, b in unresolved if not a.startswith(OTHER)]
-    for e in entries:
-        e.setdefault("pattern", patterns[e["id"]])
+    regenerated, unresolved = assign_patterns(entries, texts_of, Path(args.kb), COMPONENT)
     unread = [e["id"] for e in entries if e["meaning"] == nccl.NEEDS_REVIEW]
     if args.skip_unread:  # the file keeps only messages a person has read; --report lists the others
         entries = [e for e in entries if e["meaning"] != nccl.NEEDS_REVIEW]
