@@ -1,5 +1,5 @@
 """The frameworks' part of the message catalogue (kb/messages: deepspeed-*, accelerate*, transformers-trainer,
-lightning*, trl, vllm-distributed, torchtitan, llama-factory) in whole logs, and the miner that keeps it.
+lightning*, trl, vllm-distributed, vllm-engine, torchtitan, llama-factory) in whole logs, and the miner that keeps it.
 
 `advisor kb check` already tests every entry against its own wording; these tests cover what it does
 not: framework lines in their printed form (logger prefixes, rank prefixes, messages that span
@@ -25,7 +25,8 @@ import frameworks  # noqa: E402  (tools/mine/frameworks.py)
 
 FRAMEWORK_COMPONENTS = (
     "deepspeed-comm", "deepspeed-launcher", "deepspeed-engine", "deepspeed-zero", "accelerate", "accelerate-launch",
-    "transformers-trainer", "lightning", "lightning-fabric", "trl", "vllm-distributed", "torchtitan", "llama-factory",
+    "transformers-trainer", "lightning", "lightning-fabric", "trl", "vllm-distributed", "vllm-engine", "torchtitan",
+    "llama-factory",
 )
 
 
@@ -123,6 +124,39 @@ def test_vllm_pynccl_version_line_gives_the_nccl_version():
     assert d.facts["nccl_version"] == "2.27.3"
 
 
+# vLLM's engine and executors as they print (logger prefix `LEVEL MM-DD hh:mm:ss [file:line]`, a worker's
+# lines prefixed with its process name)
+VLLM_WORKER_OOM = """\
+(VllmWorker rank=1 pid=2302) ERROR 06-12 08:14:03 [multiproc_executor.py:527] WorkerProc hit an exception.
+(VllmWorker rank=1 pid=2302) ERROR 06-12 08:14:03 [multiproc_executor.py:527] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.19 GiB of which 1.12 GiB is free.
+ERROR 06-12 08:14:04 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.
+vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+
+
+def test_vllm_engine_death_is_a_consequence_of_the_worker_that_died():
+    d = run(VLLM_WORKER_OOM)
+    assert d.causes[0].code == "gpu-oom-on-rank"  # the worker's OOM, not the engine's death
+    assert {"vllm-engine.worker-proc-died", "vllm-engine.engine-dead"} <= {m.id for m in d.messages}
+    assert d.facts["peer_lost"] is True
+
+
+def test_vllm_legacy_worker_exit_code_minus_9_is_a_killed_worker():
+    d = run("(VllmWorkerProcess pid=4242) ERROR 05-01 10:00:00 multiproc_worker_utils.py:120] Worker VllmWorkerProcess "
+            "pid 4242 died, exit code: -9\n")
+    assert d.facts["exit_code"] == -9
+    assert d.causes[0].code == "host-oom-or-killed"
+
+
+def test_vllm_ray_placement_group_shortfall_is_a_world_size_problem():
+    d = run("ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0, 'node:10.0.0.2': 0.001}, "
+            "{'GPU': 1.0}] within 1800 seconds. See `ray status` and `ray list nodes` to make sure the cluster has enough "
+            "resources.\n")
+    assert d.causes[0].code == "rank-world-size-misconfig"
+    # near miss: a placement group that was created is no shortfall
+    assert not any(m.id.startswith("vllm-engine.") for m in run("INFO placement group created with 8 GPUs\n").messages)
+
+
 # --- the miner -------------------------------------------------------------------------------
 
 
@@ -144,6 +178,12 @@ class Strategy:
 
     def __repr__(self):
         return f"Distributed environment: {self.kind}\\nNum processes: {self.n}\\n"
+
+
+class EngineDeadError(Exception):
+    def __init__(self, *args):
+        ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        super().__init__(ENGINE_DEAD_MESSAGE, *args)
 '''
 
 
@@ -157,6 +197,8 @@ def test_the_miner_reads_the_frameworks_own_printing_helpers(tmp_path):
     assert ("helper", "warn", "It is recommended to use sync_dist=True when logging on epoch level") in found
     assert ("helper", "info", "{self.process_index}: waiting for the main process to perform {n}") in found
     assert ("repr", "info", "Distributed environment: {self.kind}\nNum processes: {self.n}") in found
+    # a message kept in a method's constant (vLLM < 0.33's EngineDeadError)
+    assert any(t == "EngineCore encountered an issue. See stack trace (above) for the root cause." for _, _, t in found)
 
 
 def test_version_ranges_bound_on_the_releases_read():

@@ -104,6 +104,13 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
         "vLLM: distributed (pynccl and its library wrapper, parallel_state, StatelessProcessGroup, communicators)",
         ("vllm/distributed/*.py", "vllm/distributed/device_communicators/*.py"),
     ),
+    "vllm-engine": (
+        "vllm", "vllm",
+        "vLLM: the engine core and its executors (multiprocess and Ray workers, RPC to workers, engine death)",
+        ("vllm/v1/executor/*.py", "vllm/v1/engine/core.py", "vllm/v1/engine/core_client.py", "vllm/v1/engine/exceptions.py",
+         "vllm/v1/engine/utils.py", "vllm/v1/engine/async_llm.py", "vllm/v1/engine/llm_engine.py",
+         "vllm/executor/*.py", "vllm/engine/multiprocessing/*.py"),
+    ),
     "torchtitan": (
         "torchtitan", "torchtitan",
         "torchtitan: distributed setup, parallel dims, checkpointing, the train loop and its tools",

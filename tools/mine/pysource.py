@@ -208,10 +208,13 @@ TEMPLATE_FIELD = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
 def _constants(tree: ast.Module, rel: str) -> list[Candidate]:
-    """Message templates kept in module or class constants (`_MSG_FORMAT_TEMPLATE = \"\"\"...\"\"\"`),
+    """Message templates kept in module, class or method constants (`_MSG_FORMAT_TEMPLATE = \"\"\"...\"\"\"`),
     one candidate per line, `string.Template` fields turned into `{name}`."""
     out: list[Candidate] = []
-    bodies = [tree.body] + [n.body for n in tree.body if isinstance(n, ast.ClassDef)]
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    # a method may hold its class's message in a local constant (vLLM < 0.33's EngineDeadError.__init__)
+    bodies = [tree.body] + [c.body for c in classes] + [
+        f.body for c in classes for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     texts = _Texts({})
     for body in bodies:
         for node in body:
