@@ -44,6 +44,12 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
             return False, f"for {', '.join(fix.applies.frameworks)} only"
         if not fw:
             notes.append(f"for {', '.join(fix.applies.frameworks)}")
+    if fix.applies.interconnect:
+        fabric = facts.get("interconnect")
+        if fabric and fabric not in fix.applies.interconnect:
+            return False, f"for {', '.join(fix.applies.interconnect)} only"
+        if not fabric:
+            notes.append(f"on {', '.join(fix.applies.interconnect)}")
     return True, "; ".join(notes) or None
 
 

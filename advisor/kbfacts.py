@@ -39,6 +39,8 @@ def _applies_text(applies: schema.Applies) -> str:
         parts.append(f"{'/'.join(applies.frameworks) or 'framework'} {applies.framework_version}")
     elif applies.frameworks:
         parts.append(", ".join(applies.frameworks))
+    if applies.interconnect:
+        parts.append("on " + ", ".join(applies.interconnect))
     return "; ".join(parts)
 
 

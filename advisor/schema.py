@@ -137,6 +137,8 @@ class Applies(Strict):
     nccl: str | None = None
     frameworks: list[str] = Field(default_factory=list)
     framework_version: str | None = None
+    interconnect: list[Literal["nvlink", "pcie", "infiniband", "roce", "ethernet", "efa"]] = Field(default_factory=list)
+    """the fabrics a fix is for (EFA's security groups mean nothing on InfiniBand); unknown never excludes."""
 
 
 FixKind = Literal["infra", "code", "upgrade", "config", "env", "diagnostic"]

@@ -136,3 +136,19 @@ def test_near_misses_are_not_efa_messages():
     assert "libfabric-efa.local-error-invalid-ah" in handle and "libfabric-efa.remote-error-bad-address" not in handle
     # another provider's name does not set the interconnect
     assert _read(PROVIDER.replace("is efa", "is tcp")).facts.get("interconnect") != "efa"
+
+
+def test_on_efa_the_fix_is_efas_not_infinibands():
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    efa = [f.id for f in diagnose(DiagnoseRequest(log=PROVIDER + UNREACHABLE)).fix.actions if f.applies]
+    assert efa[0] == "efa-reachability"
+    assert not {"pick-hca-gid", "longer-ib-timeout", "disable-ib", "check-fabric"} & set(efa)  # IB knobs mean nothing on EFA
+    ib = [f.id for f in diagnose(DiagnoseRequest(
+        log="NET/IB : Got completion from peer 10.1.0.12<42301> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n",
+        answers={"interconnect": "infiniband"})).fix.actions if f.applies]
+    assert "efa-reachability" not in ib and ib[0] == "check-fabric"
+    # fabric unknown: both kinds of step are shown, each marked with its fabric
+    unknown = [f.id for f in diagnose(DiagnoseRequest(log=UNREACHABLE)).fix.actions if f.applies]
+    assert {"efa-reachability", "check-fabric"} <= set(unknown)
