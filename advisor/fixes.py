@@ -38,18 +38,14 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
             return False, f"not for {label} {fact_text(version)} (needs {spec})"
         if ok is None:
             notes.append(f"applies to {label} {spec}")
-    if fix.applies.frameworks:
-        fw = facts.get("framework")
-        if fw and fw not in fix.applies.frameworks:
-            return False, f"for {', '.join(fix.applies.frameworks)} only"
-        if not fw:
-            notes.append(f"for {', '.join(fix.applies.frameworks)}")
-    if fix.applies.interconnect:
-        fabric = facts.get("interconnect")
-        if fabric and fabric not in fix.applies.interconnect:
-            return False, f"for {', '.join(fix.applies.interconnect)} only"
-        if not fabric:
-            notes.append(f"on {', '.join(fix.applies.interconnect)}")
+    for allowed, value, word in ((fix.applies.frameworks, facts.get("framework"), "for"),
+                                 (fix.applies.interconnect, facts.get("interconnect"), "on")):
+        if not allowed:
+            continue
+        if value and value not in allowed:
+            return False, f"for {', '.join(allowed)} only"
+        if not value:
+            notes.append(f"{word} {', '.join(allowed)}")
     return True, "; ".join(notes) or None
 
 
