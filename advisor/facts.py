@@ -30,6 +30,8 @@ class FactSpec:
     kind: Kind
     doc: str
     domain: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
+    """how software spells a domain value (NCCL's link layer `IB`), lowercased -> the value."""
 
 
 _SPECS = [
@@ -98,7 +100,7 @@ _SPECS = [
              ("local-nvme", "network-fs", "object-store", "tmpfs")),
     FactSpec("container", "str", "how the ranks run", ("bare-metal", "docker", "kubernetes", "slurm", "vm")),
     FactSpec("interconnect", "str", "how GPUs/nodes talk",
-             ("nvlink", "pcie", "infiniband", "roce", "ethernet", "efa")),
+             ("nvlink", "pcie", "infiniband", "roce", "ethernet", "efa"), (("ib", "infiniband"),)),
     FactSpec("saves_optimizer", "bool", "checkpoints include the optimizer state"),
     FactSpec("sharded_checkpoint", "bool", "each rank writes its own shard (FSDP/DCP/ZeRO) rather than rank 0 gathering everything"),
     FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),
@@ -601,8 +603,11 @@ def captured_value(fact: str, value: str):
     coerced = _coerce(value)
     if spec is not None and spec.kind in ("int", "float") and not isinstance(coerced, (int, float)):
         return None
-    if spec is not None and spec.domain and str(coerced) not in spec.domain:
-        return None
+    if spec is not None and spec.domain:
+        key = str(coerced).lower()
+        coerced = dict(spec.aliases).get(key, key)
+        if coerced not in spec.domain:
+            return None
     return coerced
 
 

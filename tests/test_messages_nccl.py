@@ -63,6 +63,16 @@ def test_the_catalogue_captures_the_cuda_version_from_the_version_banner(kb):
     assert str(facts["cuda_version"].value) == "12.4"
 
 
+@pytest.mark.parametrize("line, fabric", [
+    ("gpu-node-17:2048:2101 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.24.8.17<0>", "infiniband"),
+    ("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>", "roce"),
+    ("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/UNSPECIFIED ; OOB eth0:10.0.0.1<0>", None),  # no link layer known
+])
+def test_the_ib_device_line_tells_the_fabric_by_its_link_layer(kb, line, fabric):
+    facts = read_log(kb, line + "\n").facts.values
+    assert (facts["interconnect"].value if "interconnect" in facts else None) == fabric
+
+
 def test_a_mapped_warn_decides_the_diagnosis(kb):
     from advisor.diagnose import diagnose
     from advisor.models import DiagnoseRequest
