@@ -493,7 +493,7 @@ LINE_GATES = {"nccl": r"\bNCCL (?:WARN|INFO)\b|Last error:[ \t]*\n[^\n]{3}", "aw
               "libfabric": r"\blibfabric:\d+:\d+:|\bNCCL (?:WARN|INFO) NET/OFI "}
 """lines that hold a software's messages: NCCL prints each with `NCCL WARN`/`NCCL INFO`, and torch
 repeats the last one on the line after `Last error:`; aws-ofi-nccl logs through NCCL's logger with its
-own `NET/OFI ` prefix; libfabric's EFA error texts come in libfabric's own lines (`libfabric:PID:TS:efa:...<warn>`)
+own `NET/OFI ` prefix; libfabric's EFA error texts come in libfabric's own lines (`libfabric:PID:TS::efa:...<warn>`)
 or inside aws-ofi-nccl's. A message that neither points to a cause nor
 carries a fact or an event is not searched for itself (that keeps the scanner's automaton small): it
 is a passenger, explained on the lines other probes, or its software's gate, find."""

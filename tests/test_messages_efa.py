@@ -97,9 +97,9 @@ def test_every_entry_is_read_and_cites_the_releases_it_was_read_from():
 
 
 # Lines in the shapes libfabric and aws-ofi-nccl print them (function():line<warn>, NET/OFI WARN).
-UNREACHABLE = ("libfabric:3321:1708520807:efa:cq:efa_rdm_pke_handle_tx_error():541<warn> err: 113, message: "
+UNREACHABLE = ("libfabric:3321:1708520807::efa:cq:efa_rdm_pke_handle_tx_error():541<warn> err: 113, message: "
                "Unreachable remote - never received a response (15)\n")
-OLD_QPN = ("libfabric:80:1698000000:efa:cq:rxr_cq_write_tx_error():243<warn> err: 107, message: Invalid receiver queue pair "
+OLD_QPN = ("libfabric:80:1698000000::efa:cq:rxr_cq_write_tx_error():243<warn> err: 107, message: Invalid receiver queue pair "
            "number (QPN). This error is typically caused by a crashed peer. Please verify the peer application has not "
            "terminated unexpectedly. (9)\n")
 PROVIDER = "ip-10-0-1-5:3321:3390 [3] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)\n"
@@ -132,7 +132,7 @@ def test_near_misses_are_not_efa_messages():
     # a socket reset is not EFA's "Connection was reset by remote peer"; "Invalid address handle" is not "Invalid address"
     found = _read("RuntimeError: Connection reset by peer\n").signatures.messages
     assert not any(m.startswith("libfabric-efa.") for m in found)
-    handle = _read("libfabric:1:2:efa:cq:f():1<warn> err: 22, message: Invalid address handle (4)\n").signatures.messages
+    handle = _read("libfabric:1:2::efa:cq:f():1<warn> err: 22, message: Invalid address handle (4)\n").signatures.messages
     assert "libfabric-efa.local-error-invalid-ah" in handle and "libfabric-efa.remote-error-bad-address" not in handle
     # another provider's name does not set the interconnect
     assert _read(PROVIDER.replace("is efa", "is tcp")).facts.get("interconnect") != "efa"
@@ -150,5 +150,12 @@ def test_on_efa_the_fix_is_efas_not_infinibands():
         answers={"interconnect": "infiniband"})).fix.actions if f.applies]
     assert "efa-reachability" not in ib and ib[0] == "check-fabric"
     # fabric unknown: both kinds of step are shown, each marked with its fabric
-    unknown = [f.id for f in diagnose(DiagnoseRequest(log=UNREACHABLE)).fix.actions if f.applies]
+    unknown = [f.id for f in diagnose(DiagnoseRequest(log="Unreachable remote - never received a response\n")).fix.actions
+               if f.applies]
     assert {"efa-reachability", "check-fabric"} <= set(unknown)
+
+
+def test_libfabrics_own_line_names_the_provider():
+    assert _read(UNREACHABLE).facts.get("interconnect") == "efa"  # libfabric:PID:TS::efa:cq:...<warn>
+    verbs = "libfabric:80:1698000000::verbs:core:vrb_get_device_attrs():631<warn> ibv_query_device: Invalid argument\n"
+    assert _read(verbs).facts.get("interconnect") is None  # another provider says nothing about EFA

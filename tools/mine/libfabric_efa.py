@@ -4,7 +4,7 @@ tools/mine/README.md).
 On AWS, NCCL talks to the EFA network adapter through aws-ofi-nccl and libfabric's `efa` provider.
 When a transfer fails, the provider turns the adapter's completion status (or one of its own error
 numbers) into a short text with `efa_strerror()`, and that text is what users see: in libfabric's own
-`<warn>` lines (`libfabric:PID:TS:efa:cq:efa_rdm_txe_handle_error():737<warn> err: 15, message:
+`<warn>` lines (`libfabric:PID:TS::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 15, message:
 Unreachable remote - never received a response (15)`) and inside aws-ofi-nccl's WARN lines, which
 print `fi_cq_strerror()`. Since libfabric 1.21 the provider also explains a few of them at length
 (`efa_show_help()`: security groups, a crashed peer, mismatched libfabric versions).
@@ -13,7 +13,8 @@ For every release tag in a range it reads, from a clone of github.com/ofiwg/libf
 - the table of texts: the `EFA_IO_COMP_STATUSES` / `EFA_PROV_ERRNOS` X-macros of
   prov/efa/src/efa_errno.h (1.21 and later), or the string arrays of prov/efa/src/efa_strerror.c
   with the enum values of efa_errno.h (1.16-1.20);
-- the long help texts of `efa_show_help()` in efa_strerror.c.
+- the long help texts of `efa_show_help()` in efa_strerror.c;
+- the format of libfabric's own log lines (`ofi_log()` in src/log.c), which names the provider.
 A message is one error number; its texts by release become the entry's wordings. What a person wrote
 in an existing entry (meaning, role, points_to, pattern, ...) is kept.
 
@@ -53,6 +54,9 @@ _ENUM = re.compile(r"\b(FI_EFA_\w+)\s*=\s*(\d+)")
 _ARRAY_ITEM = re.compile(r"\[\s*(FI_EFA_\w+)[^\]]*\]\s*=\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+|UNKNOWN_ERR_STR)")
 _HELP = re.compile(r"case\s+(\w+)\s*:\s*help\s*=\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);")
 _LITERAL = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
+LOG_C = "src/log.c"
+_LOG_FORMAT = re.compile(r"fprintf\(\s*\w+\s*,\s*\"(%s:%d:%ld:[^\"]*)\"")
+"""ofi_log()'s line format: `PACKAGE:pid:time:prefix:provider:subsystem:func():line<level> message`."""
 _PREFIXES = ("EFA_IO_COMP_STATUS_", "FI_EFA_ERR_", "FI_EFA_")
 GENERIC = {"OK": "Success", "OTHER": "Unknown error", "OOM": "Out of memory", "LOCAL_ERROR_BAD_LENGTH": "Message too long"}
 """texts not catalogued: each is word for word strerror's or CUDA's too, so a line with it says nothing
@@ -117,6 +121,11 @@ def mine(repo: Path, tags: list[str]) -> dict[str, dict]:
             item = found.setdefault(f"code:{code}", {"level": "warn", "texts": defaultdict(list)})
             item.update(name=name, source=source)
             item["texts"][text].append(tag)
+        log_c = nccl_source.git(repo, "show", f"{tag}:{LOG_C}")
+        for fmt in dict.fromkeys(_LOG_FORMAT.findall(log_c)):
+            item = found.setdefault("log:line", {"level": "info", "texts": defaultdict(list)})
+            item.update(name="LOG_LINE", source=LOG_C)
+            item["texts"][fmt.replace("%s", "libfabric", 1)].append(tag)  # PACKAGE
         for name, text in help_at(strerror_c).items():
             item = found.setdefault(f"help:{name}", {"level": "info", "texts": defaultdict(list)})
             item.update(name=name, source=STRERROR_C)
@@ -126,6 +135,8 @@ def mine(repo: Path, tags: list[str]) -> dict[str, dict]:
 
 def entry_id(key: str, name: str) -> str:
     base = nccl.slug(name.replace("_", " ").lower())
+    if key == "log:line":
+        return f"{COMPONENT}.log-line"
     return f"{COMPONENT}.{'help-' if key.startswith('help:') else ''}{base}"
 
 
@@ -140,7 +151,7 @@ def build(args) -> int:
     by_id = {m["id"]: m for m in existing.get("messages", [])}
     order = {t: i for i, t in enumerate(tags)}
     entries, new_ids, texts_of = [], [], {}
-    for key in sorted(found, key=lambda k: (k.split(":")[0], int(k.split(":")[1]) if k.startswith("code:") else k)):
+    for key in sorted(found, key=lambda k: (k.split(":")[0], int(k.split(":")[1]) if k.startswith("code:") else 0, k)):
         item = found[key]
         if item["name"] in GENERIC:
             continue
@@ -161,7 +172,7 @@ def build(args) -> int:
     if args.skip_unread:
         entries = [e for e in entries if e["meaning"] != nccl.NEEDS_REVIEW]
     data = {"component": COMPONENT, "software": "libfabric", "title": TITLE,
-            "mined_from": [{"artifact": f"ofiwg/libfabric=={tag_version(t)} (tag {t}) {ERRNO_H}, {STRERROR_C}",
+            "mined_from": [{"artifact": f"ofiwg/libfabric=={tag_version(t)} (tag {t}) {ERRNO_H}, {STRERROR_C}, {LOG_C}",
                             "url": f"{REPO_URL}/tree/{t}/prov/efa/src"} for t in tags]}
     if existing.get("defaults"):
         data["defaults"] = existing["defaults"]
