@@ -58,7 +58,7 @@ class SignatureCollector:
     def __init__(self, facts: FactCollector):
         self.facts = facts
         self.by_cause: dict[str, dict[str, _SigHits]] = defaultdict(dict)
-        self.benign_lines: set[int] = set()
+        self.benign_lines: dict[int, set[str]] = {}  # line -> the harmless messages (or signatures) found on it
         self.notices: list[tuple[int, str, str]] = []  # line, text, cause id
         self._stamped: tuple[int, tuple[int, int, int] | None] = (-1, None)  # (line, its timestamp)
         self.messages: dict[str, MessageHit] = {}  # catalogue message id -> where it was first seen
@@ -73,11 +73,14 @@ class SignatureCollector:
         else:
             owners = hit.probe.payload
         if hit.probe.kind == "benign":
-            self.benign_lines.add(hit.line_no)
+            self.benign_lines.setdefault(hit.line_no, set()).add(message.id if message is not None else hit.probe.id)
             if owners and len(self.notices) < 50 and all(n[0] != hit.line_no for n in self.notices[-3:]):
                 self.notices.append((hit.line_no, hit_line(hit), owners[0][0]))
         elif hit.line_no in self.benign_lines:
-            return  # harmless lines are evidence for nothing else
+            if message is None or not self.benign_lines[hit.line_no] & set(message.refines):
+                return  # harmless lines are evidence for nothing else
+            # a refinement says what the harmless format leaves open (a plugin that is there but cannot load)
+            self.notices = [n for n in self.notices if n[0] != hit.line_no]
         text = None
         event = message.event if message is not None else None
         for cause_id, sig in owners:

@@ -126,22 +126,26 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
             question = kb.questions.get(qid)
             if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
                 continue
-            value = 0.1 + 0.3 * top.score
-            existing = next((i for i, s in enumerate(scored) if s[1].id == qid), None)
-            if existing is not None:
-                gain, q, why = scored[existing]
-                scored[existing] = (gain + value, q, why + "; " + reason)
-            else:
-                scored.append((value, question, reason))
+            _add_reason(scored, question, 0.1 + 0.3 * top.score, reason)
     for value, needs in ((HELD_BACK_NEED, _held_back_needs(kb, real, top)), (WORLD_NEED, _world_needs(facts))):
         for qid, reason in needs.items():
             question = kb.questions.get(qid)
             if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
                 continue
-            if all(s[1].id != qid for s in scored):
-                scored.append((value, question, reason))
+            _add_reason(scored, question, value, reason)
     scored.sort(key=lambda t: (-t[0], t[1].id))
     return [_out(q, gain, why, question_text(kb, q, facts)) for gain, q, why in scored[:limit]]
+
+
+def _add_reason(scored: list[tuple[float, schema.Question, str]], question: schema.Question, value: float, reason: str) -> None:
+    """Score a question for one more reason: a question asked for several adds their worth, and the
+    user reads every reason."""
+    existing = next((i for i, s in enumerate(scored) if s[1].id == question.id), None)
+    if existing is None:
+        scored.append((value, question, reason))
+    elif reason not in scored[existing][2]:
+        gain, q, why = scored[existing]
+        scored[existing] = (gain + value, q, why + "; " + reason)
 
 
 YES_NO = [{"value": "yes", "label": "Yes"}, {"value": "no", "label": "No"}]

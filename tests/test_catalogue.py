@@ -288,7 +288,30 @@ def test_accelerates_rtx_4000_notice_is_harmless(kb):
     assert d.causes[0].benign and d.status != "diagnosed"
 
 
-# --- the process runtime (kb/messages/cxx-runtime.yaml, python-runtime.yaml; tools/mine/runtime_strings.py) ---
+# --- the process runtime (kb/messages/cxx-runtime.yaml, python-runtime.yaml, shell.yaml, dynamic-loader.yaml;
+# tools/mine/runtime_strings.py) ---
+
+
+PLUGIN_MISSING = ("gpu-a:4100:4100 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: "
+                  "No such file or directory No plugin found (libnccl-net.so), using internal implementation\n")
+PLUGIN_BROKEN = ("gpu-a:4100:4100 [0] NCCL INFO NET/Plugin : dlerror=/opt/amazon/efa/lib/libfabric.so.1: version `FABRIC_1.7' "
+                 "not found (required by /opt/conda/lib/libnccl-net.so) No plugin found (libnccl-net.so), using internal "
+                 "implementation\n")
+
+
+def test_a_plugin_that_is_there_but_cannot_load_is_not_harmless(kb):
+    """NCCL's "No plugin found" is harmless when there is no plugin; when the loader says the plugin is
+    there but needs a newer library (a symbol version), the line refines the harmless format: NCCL fell
+    back to sockets on a broken install, a version mismatch."""
+    from advisor.diagnose import diagnose
+    from advisor.models import DiagnoseRequest
+
+    missing = diagnose(DiagnoseRequest(log=PLUGIN_MISSING), kb)
+    assert missing.causes[0].code == "benign-warning" and missing.notices
+    broken = diagnose(DiagnoseRequest(log=PLUGIN_BROKEN), kb)
+    assert broken.causes[0].code == "version-mismatch"
+    assert not [n for n in broken.notices if n.kind == "harmless"]  # the line is not listed as harmless any more
+    assert "dynamic-loader.version-not-found" in {m.id for m in broken.messages}
 
 
 def _runtime_miner():
@@ -302,7 +325,7 @@ def _runtime_miner():
     return miner
 
 
-@pytest.mark.parametrize("component", ["cxx-runtime", "python-runtime", "shell"])
+@pytest.mark.parametrize("component", ["cxx-runtime", "python-runtime", "shell", "dynamic-loader"])
 def test_the_runtime_texts_are_the_librarys_strings(component):
     """Each fixed piece of libstdc++'s terminate texts, CPython's fatal-error and faulthandler texts
     and bash's job reports (with libc's signal names) is a string of the library that prints it (where this machine has it: libstdc++.so.6 at

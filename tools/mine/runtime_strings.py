@@ -12,6 +12,9 @@ Two components hold what a process's own runtime prints when it dies, not what t
 - `shell`: bash's report of a command a signal ended (jobs.c, siglist.c): the signal's name,
   ` (core dumped)`, and a script's `<script>: line N: ` prefix, in /bin/bash (the names through
   the C library's strsignal, so libc.so.6 is read too).
+- `dynamic-loader`: glibc ld.so's reasons a library cannot be loaded (elf/dl-version.c,
+  elf/dl-lookup.c): `version `X' not found (required by Y)`, `undefined symbol: X`, which NCCL's
+  plugin loader and Python's ImportError quote, in ld-linux-x86-64.so.2.
 
 Every entry's text, with its placeholders (and a refinement's quoted type name) cut away, must
 consist of pieces the library holds; a piece it lacks fails the run (exit 1). Every field of a
@@ -21,6 +24,7 @@ script only checks the texts.
 Usage:  .venv/bin/python tools/mine/runtime_strings.py cxx-runtime [--lib /usr/lib/x86_64-linux-gnu/libstdc++.so.6]
         .venv/bin/python tools/mine/runtime_strings.py python-runtime [--lib /path/to/libpython3.11.so.1.0]
         .venv/bin/python tools/mine/runtime_strings.py shell [--lib /bin/bash]
+        .venv/bin/python tools/mine/runtime_strings.py dynamic-loader [--lib /lib64/ld-linux-x86-64.so.2]
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from catalogue_io import load  # noqa: E402
 def default_lib(component: str) -> Path:
     if component == "shell":
         return Path("/bin/bash")
+    if component == "dynamic-loader":
+        return Path("/lib64/ld-linux-x86-64.so.2")
     if component == "python-runtime":
         return Path(sysconfig.get_config_var("LIBDIR") or "/usr/lib") / (sysconfig.get_config_var("INSTSONAME") or "libpython3.so")
     return Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
@@ -90,7 +96,7 @@ def missing(catalogue: dict, strings: set[str]) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("component", choices=["cxx-runtime", "python-runtime", "shell"])
+    ap.add_argument("component", choices=["cxx-runtime", "python-runtime", "shell", "dynamic-loader"])
     ap.add_argument("--lib", type=Path)
     args = ap.parse_args(argv)
     lib = args.lib or default_lib(args.component)
