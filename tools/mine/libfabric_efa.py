@@ -25,8 +25,6 @@ Usage (from the repository root):
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import sys
 from collections import defaultdict
@@ -63,8 +61,7 @@ GENERIC = {"OK": "Success", "OTHER": "Unknown error", "OOM": "Out of memory", "L
 about EFA by itself (and "Success" is not an error)."""
 
 
-def vkey(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
+vkey = nccl.vkey
 
 
 def tag_version(tag: str) -> str:
@@ -171,6 +168,9 @@ def build(args) -> int:
     regenerated, unresolved = ofi_nccl.assign_patterns(entries, texts_of, Path(args.kb), COMPONENT)
     if args.skip_unread:
         entries = [e for e in entries if e["meaning"] != nccl.NEEDS_REVIEW]
+    mined_ids = {e["id"] for e in entries}
+    orphans = [m for m in existing.get("messages", []) if m["id"] not in mined_ids and m["meaning"] != nccl.NEEDS_REVIEW]
+    entries += orphans  # written by a person, no longer printed by a mined release: kept, reported
     data = {"component": COMPONENT, "software": "libfabric", "title": TITLE,
             "mined_from": [{"artifact": f"ofiwg/libfabric=={tag_version(t)} (tag {t}) {ERRNO_H}, {STRERROR_C}, {LOG_C}",
                             "url": f"{REPO_URL}/tree/{t}/prov/efa/src"} for t in tags]}
@@ -183,21 +183,12 @@ def build(args) -> int:
     if args.report:
         print(f"\n{len(data['messages'])} messages; {len(new_ids)} new; "
               f"needs review: {sum(m['meaning'] == nccl.NEEDS_REVIEW for m in data['messages'])}")
-        nccl.report_entries(regenerated, unresolved, [])
+        nccl.report_entries(regenerated, unresolved, [o["id"] for o in orphans])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repo", default=os.environ.get("LIBFABRIC_REPO"), required="LIBFABRIC_REPO" not in os.environ,
-                    help="a git clone of github.com/ofiwg/libfabric with its release tags (bare is fine); or $LIBFABRIC_REPO")
-    ap.add_argument("--from", dest="lo", default="1.16.0", help="first release to mine (default: 1.16.0, the first with efa_strerror)")
-    ap.add_argument("--to", dest="hi", default="2.6.0", help="last release to mine (default: 2.6.0)")
-    ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
-    ap.add_argument("--kb", default=str(KB_MESSAGES), help="the kb/messages directory to refresh")
-    ap.add_argument("--dry-run", action="store_true", help="write nothing")
-    ap.add_argument("--skip-unread", action="store_true", help="write only the messages whose meaning a person has written")
-    ap.add_argument("--report", action="store_true", help="print counts and what needs a person")
+    ap = ofi_nccl.tag_miner_parser(__doc__, "LIBFABRIC_REPO", "github.com/ofiwg/libfabric", "1.16.0", "2.6.0")
     return build(ap.parse_args(argv))
 
 

@@ -63,8 +63,7 @@ prints `Using aws-ofi-nccl 1.3.0aws`."""
 _KEEP_INFO = re.compile("|".join(f"(?:{p})" for p in KEEP_INFO))
 
 
-def vkey(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
+vkey = nccl.vkey
 
 
 def tag_version(tag: str) -> str:
@@ -246,19 +245,26 @@ HEADER = ("# Mined by tools/mine/ofi_nccl.py from aws-ofi-nccl's sources at each
           "# text/source/versions/wording; what a person wrote (meaning, role, points_to, pattern, ...) is kept.\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repo", default=os.environ.get("OFI_REPO"), required="OFI_REPO" not in os.environ,
-                    help="a git clone of github.com/aws/aws-ofi-nccl with its release tags (bare is fine); or $OFI_REPO")
-    ap.add_argument("--from", dest="lo", default="1.0.0", help="first release to mine (default: %(default)s)")
-    ap.add_argument("--to", dest="hi", default="1.21.1", help="last release to mine (default: %(default)s)")
+def tag_miner_parser(doc: str, env: str, project: str, lo: str, hi: str) -> argparse.ArgumentParser:
+    """The command line every tag miner shares (this one, libfabric_efa.py): the clone, the range of
+    release tags, the kb folder and what to write or report."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=os.environ.get(env), required=env not in os.environ,
+                    help=f"a git clone of {project} with its release tags (bare is fine); or ${env}")
+    ap.add_argument("--from", dest="lo", default=lo, help="first release to mine (default: %(default)s)")
+    ap.add_argument("--to", dest="hi", default=hi, help="last release to mine (default: %(default)s)")
     ap.add_argument("--tags", nargs="*", help="mine exactly these tags instead of a range")
-    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where tag extracts are kept, outside the repo")
     ap.add_argument("--kb", default=str(KB_MESSAGES), help="the kb/messages directory to refresh")
     ap.add_argument("--dry-run", action="store_true", help="write nothing")
     ap.add_argument("--skip-unread", action="store_true",
                     help="write only the messages whose meaning a person has written (new ones are listed, not added)")
-    ap.add_argument("--report", action="store_true", help="print counts, new entries, dropped wordings")
+    ap.add_argument("--report", action="store_true", help="print counts, new entries and what needs a person")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = tag_miner_parser(__doc__, "OFI_REPO", "github.com/aws/aws-ofi-nccl", "1.0.0", "1.21.1")
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where tag extracts are kept, outside the repo")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     return build(args)
