@@ -254,6 +254,7 @@ OWN_REGEX_KEPT = {
     ("rank-killed", "exitcode-9"): "only exit code -9 of the agent's failure line",
     ("rank-killed", "external-sigterm"): "several launchers' wordings of an external SIGTERM/SIGHUP",
     ("wrong-socket-interface", "gloo-loopback-fallback"): "also gloo's connect to 127.0.1.1",
+    ("inference-engine-collective-hang", "engine-log-line"): "the prefix and log format of any vLLM worker line, not one message",
 }
 
 

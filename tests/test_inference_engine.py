@@ -1,0 +1,58 @@
+"""Who issued the collective: a vLLM worker's own lines set `inference_engine`, and a hang there
+points to the engine, not to a training loop's stragglers."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.diagnose import diagnose, read_log
+from advisor.models import DiagnoseRequest
+
+WATCHDOG = ("[rank1]:[E ProcessGroupNCCL.cpp:523] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=50404, OpType=ALLREDUCE, NumelIn=8000, NumelOut=8000, Timeout(ms)=600000) ran for "
+            "600327 milliseconds before timing out.")
+
+
+def run(kb, log: str, **answers):
+    return diagnose(DiagnoseRequest(log=log, answers={k: str(v) for k, v in answers.items()}), kb)
+
+
+@pytest.mark.parametrize("prefix", [
+    "(RayWorkerVllm pid=1394) ",          # vLLM 0.3's Ray actor
+    "(RayWorkerWrapper pid=2376582) ",    # vLLM 0.4+ Ray actor
+    "(VllmWorkerProcess pid=2301) ",      # multiproc_worker_utils
+    "(VllmWorker rank=1 pid=881) ",       # v1 multiproc executor, 0.8-0.9
+])
+def test_a_vllm_worker_watchdog_sets_the_engine_and_leads(kb, prefix):
+    d = run(kb, prefix + WATCHDOG)
+    assert d.facts["inference_engine"] == "vllm"
+    assert d.causes[0].id == "inference-engine-collective-hang"
+    assert d.status != "diagnosed"  # an engine regression is a suspicion, not a finding
+
+
+def test_vllm_log_format_after_a_worker_prefix_sets_the_engine(kb):
+    line = "(Worker pid=1890) INFO 08-27 02:41:50 [parallel_state.py:1165] world_size=4 rank=1 local_rank=1 backend=nccl\n"
+    assert read_log(kb, line).facts.values["inference_engine"].value == "vllm"
+    d = run(kb, line)
+    assert d.causes and d.causes[0].id == "inference-engine-collective-hang"
+
+
+@pytest.mark.parametrize("line", [
+    "(Worker pid=1890) starting epoch 3\n",                     # some Ray actor called Worker, not vLLM's format
+    "(WorkerDict pid=66442) INFO 08-27 02:41:50 [x.py:1] hi\n",  # verl's actor: another name
+    "INFO 08-27 02:41:50 [parallel_state.py:1165] world_size=4 rank=1\n",  # no process prefix
+])
+def test_lookalike_lines_do_not_name_an_engine(kb, line):
+    assert "inference_engine" not in read_log(kb, line).facts.values
+
+
+def test_a_training_rank_timeout_is_not_the_engine(kb):
+    d = run(kb, WATCHDOG)
+    assert "inference_engine" not in d.facts
+    assert "inference-engine-collective-hang" not in [c.id for c in d.causes]
+
+
+def test_the_engine_hang_offers_the_custom_all_reduce_switch(kb):
+    d = run(kb, "(RayWorkerWrapper pid=2376582) " + WATCHDOG)
+    assert d.fix.cause_id == "inference-engine-collective-hang"
+    assert "disable-custom-all-reduce" in [a.id for a in d.fix.actions]
