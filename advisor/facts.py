@@ -124,6 +124,7 @@ _SPECS = [
     FactSpec("store_setup_failed", "bool", "a traceback runs through the creation of the rendezvous store (TCPStore "
              "construction in torch.distributed's rendezvous handlers or the elastic rendezvous): the failure came "
              "while the ranks were creating or reaching the store, before any process group existed"),
+    FactSpec("worker_group_restarted", "bool", "torchrun's elastic agent restarted its worker group (max_restarts > 0, or nodes joined)"),
     FactSpec("peer_lost", "bool", "a connection to another rank was closed or reset: that peer died or was killed"),
     FactSpec("peer_silent", "bool", "a peer was lost and some rank of the world printed no `[rankN]:` line at all, while "
              "others did (torch >= 2.3 prefixes a rank's uncaught traceback): it died without a traceback (a signal, the "

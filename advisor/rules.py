@@ -48,6 +48,11 @@ def condition_holds(name: str, value: Any, cond: Any) -> bool | None:
         return None
     if spec is not None and spec.kind == "version" and isinstance(cond, str) and cond[:1] in "<>=!~":
         return version_matches(value, cond)
+    if spec is not None and spec.kind == "version" and isinstance(cond, list) and cond and all(
+            isinstance(c, str) and c[:1] in "<>=!~" for c in cond):
+        # several release ranges (a bug that came back): any one holding is enough
+        held = [version_matches(value, c) for c in cond]
+        return True if True in held else (False if all(h is False for h in held) else None)
     if isinstance(value, list):
         wanted = cond if isinstance(cond, list) else [cond]
         return any(_same(v, w) for v in value for w in wanted)

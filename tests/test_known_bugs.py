@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from advisor.diagnose import diagnose, read_log
 from advisor.models import DiagnoseRequest
 
@@ -73,3 +75,53 @@ def test_a_plain_timeout_after_training_needs_the_version(kb):
     assert unknown.causes[0].id != "transformers-best-model-barrier"
     assert run(kb, log, transformers_version="4.55.0").causes[0].id == "transformers-best-model-barrier"
     assert "transformers-best-model-barrier" not in [c.id for c in run(kb, log, transformers_version="4.57.0").causes]
+
+
+# --- torchrun's agents closing the rendezvous (pytorch#67616, #123678, #147064) -----------------
+
+RESTART_CLOSED = ("[default] Worker group FAILED. 3/3 attempts left; will restart worker group\n"
+                  "[default] Rendezvous'ing worker group\n"
+                  "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n")
+
+
+def test_a_version_condition_may_list_several_ranges():
+    from advisor.rules import condition_holds
+
+    ranges = ["<1.11", ">=2.3,<2.8"]
+    assert condition_holds("torch_version", "1.10.2", ranges) is True
+    assert condition_holds("torch_version", "2.7.1", ranges) is True
+    assert condition_holds("torch_version", "2.2.2", ranges) is False
+    assert condition_holds("torch_version", "2.8.0", ranges) is False
+    assert condition_holds("torch_version", None, ranges) is None
+    # releases a traceback fits that straddle a bound stay undecided; all inside one range decide
+    assert condition_holds("torch_version", ["2.2.0", "2.3.0"], ranges) is None
+    assert condition_holds("torch_version", ["2.4.0", "2.5.1"], ranges) is True
+
+
+def test_the_agents_restart_sets_its_fact(kb):
+    assert read_log(kb, RESTART_CLOSED).facts.values["worker_group_restarted"].value is True
+    new_nodes = "[default] Detected 1 new nodes from group_rank=0; will restart worker group\n"
+    assert read_log(kb, new_nodes).facts.values["worker_group_restarted"].value is True
+
+
+@pytest.mark.parametrize("line", ["Received 15 death signal, shutting down workers",
+                                  "Received Signals.SIGTERM death signal, shutting down workers"])
+def test_the_agents_death_signal_reads_on_every_python(kb, line):
+    """`%s` of the signal enum prints the number from Python 3.11 and `Signals.SIGTERM` before."""
+    assert "elastic-agent.death-signal" in read_log(kb, line + "\n").signatures.messages
+
+
+def test_restart_into_a_closed_rendezvous_is_the_bug_on_its_releases(kb):
+    for version in ("2.3.1", "2.7.1", "1.10.2"):
+        d = run(kb, RESTART_CLOSED, torch_version=version)
+        assert d.causes[0].id == "elastic-agent-closes-rendezvous" and d.status == "diagnosed", version
+    for version in ("2.2.2", "2.8.0", "1.13.1"):
+        d = run(kb, RESTART_CLOSED, torch_version=version)
+        assert "elastic-agent-closes-rendezvous" not in [c.id for c in d.causes], version
+
+
+def test_restart_into_a_closed_rendezvous_asks_the_torch_version(kb):
+    d = run(kb, RESTART_CLOSED)
+    top = d.causes[0]
+    assert top.id == "elastic-agent-closes-rendezvous" and top.unconfirmed == ["torch_version"]
+    assert d.status != "diagnosed" and d.questions[0].id == "torch_version"
