@@ -454,7 +454,10 @@ FACT_PROBES: list[FactProbe] = [
                         r"|(?m:^)(?:\[\d+\][+-]? +|[^\n]*: line \d+: +\d+ )"
                         r"(?P<job>Segmentation fault|Bus error|Illegal instruction|Floating point exception)\b"
                         # Python's faulthandler (Modules/faulthandler.c, faulthandler_handlers)
-                        r"|Fatal Python error: (?P<fatal>Segmentation fault|Bus error|Illegal instruction|Floating[ -]point exception|Aborted)\b"),
+                        r"|Fatal Python error: (?P<fatal>Segmentation fault|Bus error|Illegal instruction|Floating[ -]point exception|Aborted)\b"
+                        # Open MPI's signal handler and mpirun's summary (kb/messages/open-mpi.yaml): the catalogue
+                        # entries carry the failure event, this only names the signal
+                        r"|:\d{5,}\] Signal: [A-Z][\w -]{0,40} \((?P<ompi>\d{1,2})\)|exited on signal (?P<mpirun>\d{1,2})\b"),
     FactProbe("tqdm", r"(?P<pct>\d{1,3})%\|[^|\n]{0,200}\| *(?P<cur>\d+)/(?P<tot>\d+) \[[^\]\n]{0,60}?(?:, *(?P<rate>[\d.]+)(?P<unit>s/it|it/s))?\]", recurring="latest"),
     FactProbe("titan-step", r"step: *(?P<step>\d+) +loss: [^\n]{0,200}?tps: *(?P<tps>[\d,]+)", recurring="latest"),
     # transformers >= 5.0 prints the floats as strings ({'loss': '4.17', ..., 'epoch': '0.0625'})
@@ -1061,8 +1064,8 @@ class FactCollector:
 
     def _on_signal(self, hit: LineHit) -> None:
         name = hit.group("name") or hit.group("name2")
-        num = hit.group("num") or hit.group("num2") or hit.group("crash")
-        names = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT"}
+        num = hit.group("num") or hit.group("num2") or hit.group("crash") or hit.group("ompi") or hit.group("mpirun")
+        names = {"9": "SIGKILL", "15": "SIGTERM", "6": "SIGABRT", "11": "SIGSEGV", "7": "SIGBUS", "2": "SIGINT", "4": "SIGILL", "8": "SIGFPE"}
         shell = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Illegal instruction": "SIGILL",
                  "Floating point exception": "SIGFPE", "Floating-point exception": "SIGFPE"}
         fatal = hit.group("fatal")

@@ -313,7 +313,7 @@ class MessageFile(Strict):
     component: str = Field(pattern=KEBAB)
     software: Literal[
         "nccl", "aws-ofi-nccl", "libfabric", "torch", "gloo", "deepspeed", "accelerate", "transformers", "lightning", "trl", "vllm",
-        "torchtitan", "llama-factory", "open-r1", "linux", "slurm", "cuda", "libstdc++", "glibc", "python", "bash",
+        "torchtitan", "llama-factory", "open-r1", "linux", "slurm", "cuda", "libstdc++", "glibc", "python", "bash", "open-mpi",
     ]
     title: str = Field(min_length=8)
     mined_from: list[MinedFrom] = Field(min_length=1)
