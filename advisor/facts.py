@@ -136,6 +136,8 @@ _SPECS = [
     FactSpec("others_exited_cleanly", "bool", "torchrun's failure summary lists no other failed worker (<NO_OTHER_FAILURES>): "
              "the agent's other ranks ended without an error"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
+    FactSpec("nccl_ras_addr", "str", "the address NCCL's RAS thread listens on for its clients (NCCL >= 2.24 prints it at init)"),
+    FactSpec("ras_queried", "bool", "something queries NCCL's RAS port while the job runs (the ncclras tool, a monitoring agent on port 28028)"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),
     FactSpec("trl_trainer", "str", "which TRL trainer runs (its module in a traceback, SFTTrainer's metric, or answered)",
              ("sft", "grpo", "dpo", "orpo", "cpo", "kto", "ppo", "rloo", "reward", "gkd", "bco", "prm", "xpo", "nash_md", "other")),

@@ -125,3 +125,41 @@ def test_restart_into_a_closed_rendezvous_asks_the_torch_version(kb):
     top = d.causes[0]
     assert top.id == "elastic-agent-closes-rendezvous" and top.unconfirmed == ["torch_version"]
     assert d.status != "diagnosed" and d.questions[0].id == "torch_version"
+
+
+# --- NCCL's RAS thread (NVIDIA/nccl#1669, #1762, #1996) ------------------------------------------
+
+RAS_CRASH = ("node1:405884:407462 [0] NCCL INFO NCCL version 2.26.2+cuda12.8\n"
+             "node1:405884:407462 [0] NCCL INFO RAS client listening socket at ::1<28028>\n"
+             "[node1:405884] *** Process received signal ***\n"
+             "[node1:405884] Signal: Segmentation fault (11)\n")
+
+
+def test_the_ras_line_says_ras_runs(kb):
+    assert read_log(kb, RAS_CRASH).facts.values["nccl_ras_addr"].value == "::1<28028>"
+
+
+def test_a_crash_with_ras_running_asks_whether_ras_was_queried(kb):
+    d = run(kb, RAS_CRASH)
+    assert d.causes[0].id == "nccl-ras-crash" and d.status != "diagnosed"
+    assert "ras_queried" in [q.id for q in d.questions]
+
+
+def test_a_crash_while_ras_was_queried_is_the_bug_on_its_releases(kb):
+    assert run(kb, RAS_CRASH, ras_queried="yes").causes[0].id == "nccl-ras-crash"
+    assert run(kb, RAS_CRASH, ras_queried="yes").status == "diagnosed"
+    assert run(kb, RAS_CRASH, ras_queried="no").causes[0].id != "nccl-ras-crash"
+    older = RAS_CRASH.replace("2.26.2", "2.23.4")  # no RAS before 2.24 (a contradiction the version settles)
+    assert "nccl-ras-crash" not in [c.id for c in run(kb, older, ras_queried="yes").causes]
+
+
+def test_the_ras_question_needs_ras_in_the_log(kb):
+    d = run(kb, "[node1:405884] *** Process received signal ***\n[node1:405884] Signal: Segmentation fault (11)\n")
+    assert "ras_queried" not in [q.id for q in d.questions]
+
+
+def test_a_version_inside_a_bugs_range_is_no_evidence_for_it(kb):
+    """NCCL 2.24-2.26 has the NIC-fusion fallback bug, but a log of those releases without its
+    message must not rank it (the version only rules a bug out)."""
+    d = run(kb, "node1:1:1 [0] NCCL INFO NCCL version 2.26.2+cuda12.8\n" + TIMEOUT)
+    assert "nccl-net-fusion-fallback" not in [c.id for c in d.causes]
