@@ -107,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{entry['id']:40} {len(have)}/{len(tags)} releases  versions={entry['versions']!r}")
     if failed:
         return 1
-    span = {k: (min(v, key=version_key), max(v, key=version_key)) for k, v in present.items() if v}
-    mined_from = [{"artifact": f"Open MPI v{lo}-v{hi} (final release tags): {FILES[k]}",
-                   "url": URLS[k].format(tag=hi)} for k, (lo, hi) in span.items()]
+    # one artifact per release read, as the other miners write them (advisor.dating reads `==X`)
+    mined_from = []
+    for tag in tags:
+        files = [FILES[k] for k in FILES if tag in present[k]]
+        mined_from.append({"artifact": f"open-mpi/ompi=={tag} (tag v{tag}) {', '.join(files)}",
+                           "url": f"https://github.com/open-mpi/ompi/tree/v{tag}"})
     if not args.dry_run:
         path = save(COMPONENT, doc["software"], doc["title"], mined_from, doc["messages"])
         print(f"wrote {path}")
