@@ -24,8 +24,9 @@ CRASH = ("[node1:405884] *** Process received signal ***\n"
 def test_the_signal_handler_block_is_recognised_and_names_the_signal(kb):
     reading = read_log(kb, CRASH)
     found = set(reading.signatures.messages)
-    assert {"open-mpi.process-received-signal", "open-mpi.signal-name", "open-mpi.signal-code",
-            "open-mpi.failing-address", "open-mpi.end-of-error-message"} <= found
+    # the block's header carries the failure event, so it is searched for itself on every path; the
+    # lines under it are passengers (knowledge.py), explained where a probe's window holds them
+    assert "open-mpi.process-received-signal" in found
     assert reading.facts.values["signal"].value == "SIGSEGV"
     d = diagnose(DiagnoseRequest(log=CRASH), kb)
     assert d.facts["first_failure"] == "killed"
@@ -52,6 +53,7 @@ def test_a_rank_mpirun_saw_killed_points_to_the_killed_rank(kb):
     "the process received signal 11 from the kernel",
 ])
 def test_lookalikes_are_not_open_mpis(kb, line):
+    # each line alone is a small paste, where every catalogue message is checked by its atoms
     found = set(read_log(kb, line + "\n").signatures.messages)
     assert not any(m.startswith("open-mpi.") for m in found)
 
@@ -73,3 +75,4 @@ def test_the_checker_joins_help_text_lines():
                      "The first process to do so was:"}
     assert open_mpi.kind_of(entry) == "orterun" and open_mpi.holds(entry, "orterun", {"orterun": help_file})
     assert not open_mpi.holds(entry, "orterun", {})
+
