@@ -43,7 +43,7 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
         if not allowed:
             continue
         if value and value not in allowed:
-            return False, f"for {', '.join(allowed)} only"
+            return False, f"{word} {', '.join(allowed)} only"
         if not value:
             notes.append(f"{word} {', '.join(allowed)}")
     return True, "; ".join(notes) or None

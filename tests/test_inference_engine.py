@@ -56,3 +56,4 @@ def test_the_engine_hang_offers_the_custom_all_reduce_switch(kb):
     d = run(kb, "(RayWorkerWrapper pid=2376582) " + WATCHDOG)
     assert d.fix.cause_id == "inference-engine-collective-hang"
     assert "disable-custom-all-reduce" in [a.id for a in d.fix.actions]
+

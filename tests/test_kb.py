@@ -279,3 +279,15 @@ def test_no_cause_repeats_the_regex_of_one_catalogue_message(kb):
     stale = [k for k in OWN_REGEX_KEPT if not any(c.id == k[0] and any(s.id == k[1] and not s.from_message
                                                                          for s in c.signatures) for c in kb.causes.values())]
     assert not stale, f"OWN_REGEX_KEPT names signatures that use a message now: {stale}"
+
+
+def test_a_fixs_fabrics_are_the_interconnect_facts_values():
+    """`applies.interconnect` (schema) and the interconnect fact (facts) name the same fabrics: a
+    fabric added to one and not the other would make a fix unreachable or a KB file invalid."""
+    import typing
+
+    from advisor.facts import FACTS
+    from advisor.schema import Applies
+
+    (inner,) = typing.get_args(Applies.model_fields["interconnect"].annotation)
+    assert set(typing.get_args(inner)) == set(FACTS["interconnect"].domain)

@@ -159,3 +159,14 @@ def test_libfabrics_own_line_names_the_provider():
     assert _read(UNREACHABLE).facts.get("interconnect") == "efa"  # libfabric:PID:TS::efa:cq:...<warn>
     verbs = "libfabric:80:1698000000::verbs:core:vrb_get_device_attrs():631<warn> ibv_query_device: Invalid argument\n"
     assert _read(verbs).facts.get("interconnect") is None  # another provider says nothing about EFA
+
+
+def test_a_fix_for_another_fabric_says_which_it_is_for(kb):
+    """A fix limited to some fabrics is left out on another one, in words that name the fabrics."""
+    from advisor.fixes import applicability
+    from advisor.models import Facts, FactValue
+
+    fix = next(f for f in kb.causes["ib-rdma-fault"].fixes if f.applies.interconnect)
+    other = next(v for v in ("efa", "infiniband") if v not in fix.applies.interconnect)
+    ok, why = applicability(fix, Facts(values={"interconnect": FactValue(value=other, line=0, text="")}))
+    assert not ok and why.startswith("on ")
