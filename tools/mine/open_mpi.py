@@ -29,8 +29,6 @@ from catalogue_io import load, save, specifier, version_key  # noqa: E402
 COMPONENT = "open-mpi"
 HOSTFORMAT = "[%s:%05d] "
 FILES = {"stacktrace": "opal/util/stacktrace.c", "orterun": "orte/tools/orterun/help-orterun.txt"}
-URLS = {"stacktrace": "https://github.com/open-mpi/ompi/blob/v{tag}/opal/util/stacktrace.c",
-        "orterun": "https://github.com/open-mpi/ompi/blob/v{tag}/orte/tools/orterun/help-orterun.txt"}
 
 
 def final_tags(repo: Path, first: str) -> list[str]:
@@ -103,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"open_mpi: {entry['id']}: no release holds {entry['text']!r}", file=sys.stderr)
             failed = True
             continue
-        entry["versions"] = specifier(have, tags) if len(have) < len(tags) else ""
+        entry["versions"] = specifier(have, tags)
         print(f"{entry['id']:40} {len(have)}/{len(tags)} releases  versions={entry['versions']!r}")
     if failed:
         return 1
