@@ -227,14 +227,20 @@ def _answered_phase(facts: Facts | None) -> bool:
 
 def _peer_finished(facts) -> None:
     """A rank lost its peer, and torchrun's summary lists no other failed worker: on one node the
-    peer exited cleanly, i.e. it finished (uneven inputs, a skipped collective), not crashed or killed."""
-    if facts.get("peer_lost") is not True or facts.get("others_exited_cleanly") is not True or facts.known("peer_fate"):
+    peer exited cleanly, i.e. it finished (uneven inputs, a skipped collective), not crashed or killed.
+    The same when the only other failures are workers the agent stopped after the first one and no
+    rank raised an error of its own: the peer was alive yet had closed its connections, which a rank
+    does when it leaves the process group at the end of its loop."""
+    if facts.get("peer_lost") is not True or facts.known("peer_fate") or (facts.get("nodes") or 1) > 1:
+        return  # on several nodes another node's agent would list its own failures, not this one
+    if facts.get("others_exited_cleanly") is True:
+        clean, detail = facts.values["others_exited_cleanly"], "the peer's connection closed and torchrun lists no other failed worker"
+    elif facts.get("others_stopped_by_agent") is True and not facts.known("user_exception"):
+        clean, detail = facts.values["others_stopped_by_agent"], ("the peer's connection closed while it was alive (torchrun "
+                                                                  "stopped it only after this rank failed) and it raised no error")
+    else:
         return
-    if (facts.get("nodes") or 1) > 1:
-        return  # another node's agent would list its own failures, not this one
-    clean = facts.values["others_exited_cleanly"]
-    facts.values["peer_fate"] = FactValue(value="finished", origin="inferred", line=clean.line, text=clean.text,
-                                          detail="the peer's connection closed and torchrun lists no other failed worker")
+    facts.values["peer_fate"] = FactValue(value="finished", origin="inferred", line=clean.line, text=clean.text, detail=detail)
 
 
 def _world_from_answers(facts) -> None:

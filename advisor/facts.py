@@ -135,6 +135,9 @@ _SPECS = [
     FactSpec("root_cause_exit_code", "int", "that rank's exit code (negative: killed by that signal)"),
     FactSpec("others_exited_cleanly", "bool", "torchrun's failure summary lists no other failed worker (<NO_OTHER_FAILURES>): "
              "the agent's other ranks ended without an error"),
+    FactSpec("others_stopped_by_agent", "bool", "torchrun's failure summary lists other failed workers, but each exited with the "
+             "signal the agent sent it (\"Sending process N closing signal SIGTERM\") after the root-cause rank failed: "
+             "they were still alive then"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
     FactSpec("nccl_ras_addr", "str", "the address NCCL's RAS thread listens on for its clients (NCCL >= 2.24 prints it at init)"),
     FactSpec("ras_queried", "bool", "something queries NCCL's RAS port while the job runs (the ncclras tool, a monitoring agent on port 28028)"),
@@ -413,6 +416,10 @@ FACT_PROBES: list[FactProbe] = [
     # torchrun's failure summary pairs each failed rank with its pid ("rank      : 1 (local_rank: 1)",
     # then "exitcode  : -15 (pid: 29713)", torch.distributed.elastic.multiprocessing.errors, 1.13 .. 2.13)
     FactProbe("exitcode", r"exitcode ?: ?(?P<code>-?\d+)(?: \(pid: (?P<pid>\d{1,10})\))?"),
+    # the agent stopping the workers still running after the first failure (elastic/multiprocessing/api.py,
+    # "Sending process %s closing signal %s", torch 1.9-2.13): a worker listed later with that signal's
+    # exit code was alive until then
+    FactProbe("closing-signal", r"Sending process (?P<pid>\d{1,10}) closing signal (?P<sig>SIG[A-Z]{2,8})", ignore_case=False),
     # py-spy dumps of hung processes (advisor.stackdumps; format from py-spy's src/dump.rs; torch
     # >= 2.11's debug server puts each rank's under "=== Rank <i>: <address> ==="):
     # "Process <pid>: <command line>", "Thread <tid> (idle|active|active+gil): "<name>"", and each
@@ -582,6 +589,8 @@ _TRANSPORTS = {"net_ib": "ib", "net_socket": "socket", "coll_net": "collnet"}  #
 _MAX_RANKS = 8192
 ERROR_SAMPLE = 32
 _MAX_EVENTS = 256
+# the signals torch's elastic agent stops workers with (its death signal, SIGKILL when one does not exit)
+_SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGKILL": 9, "SIGUSR1": 10, "SIGUSR2": 12, "SIGTERM": 15}
 
 
 @dataclass
@@ -681,6 +690,8 @@ class FactCollector:
     dumps: StackDumps = field(default_factory=StackDumps)  # py-spy dumps of hung processes
     summary_rank: tuple[int, int] | None = None  # (rank, line) of the failure summary's last "rank :" line
     pid_ranks: dict[str, int] = field(default_factory=dict)  # pid -> rank, from torchrun's failure summary
+    agent_signals: dict[str, set[int]] = field(default_factory=dict)  # pid -> signal numbers the agent sent it
+    summary_others: list[tuple[str | None, int, int]] = field(default_factory=list)  # (pid, exit code, line) of the summary's other failures
     package_frames: dict[str, list] = field(default_factory=dict)  # package -> frames in its mined files (advisor.frames)
     nccl_sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's WARN lines
     nccl_trail: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of NCCL's error-trail lines
@@ -1056,6 +1067,8 @@ class FactCollector:
         pid = hit.group("pid")
         if pid and self.summary_rank is not None and 0 < hit.line_no - self.summary_rank[1] <= 2 and len(self.pid_ranks) < _MAX_RANKS:
             self.pid_ranks[pid] = self.summary_rank[0]  # the summary's next line: this rank's pid
+        if not self.in_root_cause and code is not None and self.summary_rank is not None and len(self.summary_others) < _MAX_RANKS:
+            self.summary_others.append((pid, code, hit.line_no))
         if self.in_root_cause and code is not None:
             self._set("root_cause_exit_code", code, hit)
             self.in_root_cause = False
@@ -1063,6 +1076,11 @@ class FactCollector:
                 self._set("exit_code", code, hit, overwrite=self.values.get("exit_code", _Value(0, 0, "")).value in (-15, 0))
         if code is not None and code != 0:
             self._set("exit_code", code, hit)
+
+    def _on_closing_signal(self, hit: LineHit) -> None:
+        number = _SIGNAL_NUMBERS.get(hit.group("sig"))
+        if number is not None and len(self.agent_signals) < _MAX_RANKS:
+            self.agent_signals.setdefault(hit.group("pid"), set()).add(number)
 
     def _on_signal(self, hit: LineHit) -> None:
         name = hit.group("name") or hit.group("name2")
@@ -1198,6 +1216,7 @@ class FactCollector:
         self._finalize_peer_silence(put, out, ranks_prefixed)
         self._finalize_topology(put, out)
         self._finalize_failures(put, out)
+        self._finalize_agent_stops(put, out)
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
 
     def _finalize_framework(self, put, frameworks: dict[str, Any]) -> None:
@@ -1406,6 +1425,21 @@ class FactCollector:
                 per = max(len(d) for d in self.hosts.values())
                 if per > 1:
                     put("gpus_per_node", per, origin="inferred", detail="distinct GPU indices per host in NCCL lines")
+
+    def _finalize_agent_stops(self, put, out) -> None:
+        """torchrun's summary lists other failed workers, but each exited with the signal the agent
+        itself sent it after the root cause failed: they were alive until then, so none of them
+        failed first. The first failure must be the root-cause rank's own."""
+        if "root_cause_rank" not in out or not self.summary_others or "others_exited_cleanly" in out:
+            return
+        if not all(pid is not None and -code in self.agent_signals.get(pid, ()) for pid, code, _ in self.summary_others):
+            return
+        first = first_in_time([e for e in self.events if e.kind != "cascade"])
+        if not first or first[0].rank != out["root_cause_rank"].value:
+            return
+        line = self.summary_others[0][2]
+        put("others_stopped_by_agent", True, line, None, origin="inferred",
+            detail="every other worker in torchrun's failure summary exited with the signal the agent sent it after the first failure")
 
     def _finalize_failures(self, put, out) -> None:
         self._finalize_open_tracebacks(put, out)

@@ -289,6 +289,37 @@ def test_a_peer_that_left_no_failure_had_finished():
     assert two_nodes.facts.get("peer_fate") != "finished"  # the other node's ranks are not in this summary
 
 
+OTHER_STOPPED = """\
+[1]:
+  time      : 2026-11-23_22:15:43
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 20047)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 20047"""
+AGENT_STOPS = ("W1128 14:48:02.191000 5041 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 20047 "
+               "closing signal SIGTERM\n")
+
+
+def test_a_peer_the_agent_stopped_after_the_failure_had_finished():
+    """The peer is listed as failed, but only with the SIGTERM torchrun sent it after rank 0 failed:
+    it was alive with its connections closed, as a rank that left the group at the end of its loop
+    is. A SIGTERM the agent did not send, or a peer that raised first, is no such evidence."""
+    stopped = run(PEER_CLOSED + AGENT_STOPS + SUMMARY.format(others=OTHER_STOPPED))
+    assert stopped.facts["others_stopped_by_agent"] is True
+    assert stopped.facts["peer_fate"] == "finished" and stopped.causes[0].code == "uneven-inputs"
+    outside = run(PEER_CLOSED + SUMMARY.format(others=OTHER_STOPPED))  # SIGTERM from elsewhere (a scheduler)
+    assert "others_stopped_by_agent" not in outside.facts and "peer_fate" not in outside.facts
+    killed = run(PEER_CLOSED + AGENT_STOPS.replace("20047", "20048") + SUMMARY.format(others=OTHER_STOPPED))
+    assert "peer_fate" not in killed.facts  # the agent signalled another process
+    raised = run("[rank1]: ValueError: labels contain NaN\n" + PEER_CLOSED + AGENT_STOPS
+                 + SUMMARY.format(others=OTHER_STOPPED))
+    assert raised.facts.get("peer_fate") != "finished"  # a rank failed with its own error first
+    root_elsewhere = run(PEER_CLOSED + AGENT_STOPS + SUMMARY.format(others=OTHER_STOPPED).replace(
+        "rank      : 0 (local_rank: 0)", "rank      : 2 (local_rank: 2)"))
+    assert "others_stopped_by_agent" not in root_elsewhere.facts  # the summary's first failure is not the rank that lost its peer
+
+
 def test_the_rendezvous_errors_are_machinery_not_the_application():
     """RendezvousTimeoutError (raised without a message) says the nodes did not all join: torch's
     machinery, so it is not an application exception on a rank."""
