@@ -102,8 +102,11 @@ _SPECS = [
     FactSpec("interconnect", "str", "how GPUs/nodes talk",
              ("nvlink", "pcie", "infiniband", "roce", "ethernet", "efa"), (("ib", "infiniband"),)),
     FactSpec("inference_engine", "str", "the inference engine whose worker processes printed the log (its workers issue every collective)",
-             ("vllm",), (("rayworkervllm", "vllm"), ("rayworkerwrapper", "vllm"), ("vllmworkerprocess", "vllm"),
-                         ("vllmworker", "vllm"), ("enginecore", "vllm"), ("worker", "vllm"))),
+             ("vllm", "sglang"), (("rayworkervllm", "vllm"), ("rayworkerwrapper", "vllm"), ("vllmworkerprocess", "vllm"),
+                                  ("vllmworker", "vllm"), ("enginecore", "vllm"), ("worker", "vllm"),
+                                  # SGLang's scheduler prefix names its parallel ranks, not the engine
+                                  ("tp", "sglang"), ("dp", "sglang"), ("pp", "sglang"), ("ep", "sglang"),
+                                  ("attn_cp", "sglang"), ("moe_dp", "sglang"))),
     FactSpec("saves_optimizer", "bool", "checkpoints include the optimizer state"),
     FactSpec("sharded_checkpoint", "bool", "each rank writes its own shard (FSDP/DCP/ZeRO) rather than rank 0 gathering everything"),
     FactSpec("startup_skew_s", "int", "how far apart (seconds) the nodes or ranks start"),

@@ -114,13 +114,15 @@ def normalized_fact(name: str) -> bool:
     facts and numbers keep their plain log-odds weights, since their base rates are far from
     uniform (an exception inside framework code is rare, not a coin flip). So does the collective's
     family: most collectives that time out are all-reduces, so a rule against the other families
-    must not read as evidence for an all-reduce."""
+    must not read as evidence for an all-reduce. And the inference engine: its values are the
+    engines whose workers print their own lines, and almost every log comes from none of them, so
+    normalizing over the engines alone would cancel a rule that holds for all of them."""
     spec = FACTS.get(name)
     return (spec is not None and spec.kind == "str" and name not in _SKEWED_CATEGORIES
             and (bool(spec.domain) or name == "framework"))
 
 
-_SKEWED_CATEGORIES = frozenset({"op_family"})
+_SKEWED_CATEGORIES = frozenset({"op_family", "inference_engine"})
 
 
 def bin_points(edges: list[float], integer: bool = False) -> list[float]:

@@ -57,3 +57,39 @@ def test_the_engine_hang_offers_the_custom_all_reduce_switch(kb):
     assert d.fix.cause_id == "inference-engine-collective-hang"
     assert "disable-custom-all-reduce" in [a.id for a in d.fix.actions]
 
+
+
+@pytest.mark.parametrize("line", [
+    "[10:14:05 TP0] Init torch distributed begin.",                    # SGLang 0.3: time only, " TP{rank}"
+    "[2025-03-02 10:14:05 TP1] Load weight end. type=LlamaForCausalLM",  # 0.4: date and time
+    "[2025-03-02 10:14:05 DP0 TP1] Capture cuda graph begin.",          # 0.4.6 with data parallel
+    "[2025-03-02 10:14:05.123 PP1 TP0 EP0] Prefill batch. #new-seq: 1",  # 0.5 with SGLANG_LOG_MS
+])
+def test_sglang_scheduler_lines_set_the_engine(kb, line):
+    """SGLang's configure_logger: "[%(asctime)s{prefix}] %(message)s", the prefix naming the scheduler's parallel ranks."""
+    assert read_log(kb, line + "\n").facts.values["inference_engine"].value == "sglang"
+
+
+@pytest.mark.parametrize("line", [
+    "[2025-03-02 10:14:05 INFO] evaluating",     # a level, not a parallel rank
+    "[10:14:05 TPU0] compiling",                  # another tag
+    "step 3 [2025-03-02 10:14:05 TP1] x",         # not at the start of the line
+])
+def test_lookalike_bracketed_times_do_not_name_sglang(kb, line):
+    assert "inference_engine" not in read_log(kb, line + "\n").facts.values
+
+
+def test_an_sglang_rank_timeout_leads_to_the_engine(kb):
+    d = run(kb, "[2025-03-02 10:14:07 TP1] Capture cuda graph begin.\n" + WATCHDOG + "\n")
+    assert d.facts["inference_engine"] == "sglang"
+    assert d.causes[0].id == "inference-engine-collective-hang" and d.status != "diagnosed"
+
+
+def test_an_engine_rule_counts_although_every_engine_shares_it(kb):
+    """The engine fact is not normalized over its values: a rule that holds for vLLM and SGLang alike
+    must still count (normalizing would cancel it), so a vLLM worker's log plus an unprefixed
+    watchdog line leads to the engine."""
+    d = run(kb, "(Worker pid=1890) INFO 08-27 02:41:50 [parallel_state.py:1165] world_size=2 rank=1 local_rank=1 backend=nccl\n"
+                + WATCHDOG + "\n")
+    assert d.causes[0].id == "inference-engine-collective-hang"
+    assert any(f["fact"].startswith("inference_engine") and f["weight"] > 0 for f in d.causes[0].evidence["facts"])
