@@ -616,6 +616,8 @@ def cross_check(kb: KnowledgeBase) -> list[KBError]:
                 errors.append(KBError(f, f"signatures[{i}].id", f"duplicate signature id {sig.id!r}"))
             sig_ids.add(sig.id)
             regex_ok(f, f"signatures[{i}].regex", sig.regex, not sig.case_sensitive, set(sig.captures))
+            if sig.unless is not None:
+                regex_ok(f, f"signatures[{i}].unless", sig.unless, not sig.case_sensitive)
             for group, fact in sig.captures.items():
                 if fact not in fact_names:
                     errors.append(KBError(f, f"signatures[{i}].captures.{group}", f"unknown fact {fact!r}"))

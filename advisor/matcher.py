@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from advisor import schema
 from advisor.facts import FactCollector, hit_line, near_hit, timestamp_of
 from advisor.models import EvidenceLine, Facts, FailureEvent, RankedCause
+from advisor.regex import compile_pattern
 from advisor.rules import score_rules
 from advisor.scan import LineHit
 
@@ -84,6 +85,8 @@ class SignatureCollector:
         text = None
         event = message.event if message is not None else None
         for cause_id, sig in owners:
+            if sig.unless is not None and compile_pattern(sig.unless, not sig.case_sensitive).search(text or (text := hit_line(hit))):
+                continue  # the same words from another component, for another reason
             slot = self.by_cause[cause_id].get(sig.id)
             if slot is None:
                 slot = self.by_cause[cause_id][sig.id] = _SigHits(sig)

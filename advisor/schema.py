@@ -55,6 +55,10 @@ class Signature(Strict):
     """named group -> fact name: the value the signature reads from the line."""
     event: EventKind | None = None
     """the line reports a failure of this kind; the earliest non-cascade one is the first failure."""
+    unless: str | None = Field(default=None, min_length=3)
+    """a pattern that, found on the same line, means the line is not this signature's evidence: the
+    same words printed by another component for another reason (an errno's text after NCCL's
+    UNIX-domain socket is no TCP port). RE2 has no look-arounds, so exclusions are written here."""
     note: str | None = None
     """where the message comes from (file, version) and why the pattern is shaped so."""
     from_message: str | None = None

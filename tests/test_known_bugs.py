@@ -163,3 +163,48 @@ def test_a_version_inside_a_bugs_range_is_no_evidence_for_it(kb):
     message must not rank it (the version only rules a bug out)."""
     d = run(kb, "node1:1:1 [0] NCCL INFO NCCL version 2.26.2+cuda12.8\n" + TIMEOUT)
     assert "nccl-net-fusion-fallback" not in [c.id for c in d.causes]
+
+
+UDS_IN_USE = ("node7:41:10589 [2] misc/ipcsocket.cc:57 NCCL WARN UDS: Binding to socket /tmp/nccl-socket-2-5f3e9a0c77d1b204 "
+              "failed : Address already in use (98)\n"
+              "node7:41:10589 [2] NCCL INFO proxy.cc:1697 -> 2\n")
+
+
+def test_an_in_use_uds_socket_is_no_tcp_port(kb):
+    """EADDRINUSE on NCCL's UNIX-domain socket (an abstract name per rank and hash) says two
+    communicators picked the same name, not that the store's port is taken: the port signature's
+    `unless` keeps it off that line."""
+    d = run(kb, UDS_IN_USE)
+    assert d.causes[0].id == "nccl-uds-socket-collision"
+    assert "master-port-in-use" not in [c.id for c in d.causes]
+    older = run(kb, UDS_IN_USE.replace("Address already in use (98)", "98"))  # 2.17.1-2.18.6 print the errno alone
+    assert older.causes[0].id == "nccl-uds-socket-collision"
+    port = run(kb, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+                   "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use\n")
+    assert port.causes[0].id == "master-port-in-use" and "nccl-uds-socket-collision" not in [c.id for c in port.causes]
+
+
+def test_the_uds_collision_weighs_its_nccl_release(kb):
+    """2.20.3 named the proxy's socket after the process (split communicators collide); 2.20.5 made it random."""
+    buggy = run(kb, UDS_IN_USE, nccl_version="2.20.3")
+    fixed = run(kb, UDS_IN_USE, nccl_version="2.21.5")
+    def raw(d):
+        return next(c.raw_score for c in d.causes if c.id == "nccl-uds-socket-collision")
+
+    assert raw(buggy) > raw(run(kb, UDS_IN_USE)) > raw(fixed)
+    assert buggy.fix.cause_id == "nccl-uds-socket-collision" and "upgrade-nccl-2205" in [a.id for a in buggy.fix.actions]
+    assert "upgrade-nccl-2205" not in [a.id for a in fixed.fix.actions]  # applies only below 2.20.5
+
+
+def test_an_exclusion_pattern_that_re2_cannot_compile_is_a_kb_error(kb):
+    import copy
+
+    from advisor.knowledge import cross_check
+
+    broken = copy.copy(kb)
+    broken.causes = dict(kb.causes)
+    cause = kb.causes["master-port-in-use"]
+    sigs = [s.model_copy(update={"unless": "(?<=UDS)x"}) if s.id == "eaddrinuse" else s for s in cause.signatures]
+    broken.causes[cause.id] = cause.model_copy(update={"signatures": sigs})
+    assert any("unless" in e.field and "RE2 cannot compile" in e.message for e in cross_check(broken))
+    assert not [e for e in cross_check(kb) if "unless" in e.field]
