@@ -142,6 +142,8 @@ _SPECS = [
              "signal the agent sent it (\"Sending process N closing signal SIGTERM\") after the root-cause rank failed: "
              "they were still alive then"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
+    FactSpec("stray_peer", "str", "the address of a connection that reached an NCCL listening port without NCCL's magic number "
+             "(NCCL 2.27.3+ prints it; 'unknown' when only the older wrong-magic warning shows): something that is not a rank"),
     FactSpec("nccl_ras_addr", "str", "the address NCCL's RAS thread listens on for its clients (NCCL >= 2.24 prints it at init)"),
     FactSpec("ras_queried", "bool", "something queries NCCL's RAS port while the job runs (the ncclras tool, a monitoring agent on port 28028)"),
     FactSpec("uses_vllm", "bool", "GRPO/online training with a separate vLLM server"),

@@ -81,17 +81,20 @@ def information_gain(kb, question: schema.Question, raw: dict[str, float], facts
     return max(h0 - expected, 0.0)
 
 
-def _asked_already(question: schema.Question, facts: Facts, answered: set[str], kb) -> bool:
-    known = facts.known(question.fact) and not _range_undecided(kb, question.fact, facts.get(question.fact))
+def _asked_already(question: schema.Question, facts: Facts, answered: set[str], kb, candidates: set[str] | None = None) -> bool:
+    known = facts.known(question.fact) and not _range_undecided(kb, question.fact, facts.get(question.fact), candidates)
     return question.id in answered or known or not _makes_sense(question, facts)
 
 
-def _range_undecided(kb, name: str, value) -> bool:
+def _range_undecided(kb, name: str, value, candidates: set[str] | None = None) -> bool:
     """Several releases that traceback frames or NCCL's warning lines fit (advisor.frames): the
-    version is still worth asking where the range straddles a bound some cause's condition draws."""
+    version is still worth asking where the range straddles a bound some candidate cause's condition
+    draws (a cause with no evidence in the log is no reason to ask)."""
     if not (isinstance(value, list) and len(value) > 1):
         return False
     for cause in kb.causes.values():
+        if candidates is not None and cause.id not in candidates:
+            continue
         conds = [cause.requires.get(name)] + [r.when.get(name) for r in cause.rules]
         if any(c is not None and condition_holds(name, value, c) is None for c in conds):
             return True
@@ -114,8 +117,9 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     scored: list[tuple[float, schema.Question, str]] = []
     # belief over the causes with any standing (the long tail adds noise, not information)
     shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
+    listed = {c.id for c in causes}
     for question in kb.questions.values():
-        if _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
+        if _asked_already(question, facts, answered, kb, listed) or _package_not_in_use(kb, question, facts):
             continue
         if not clear:
             gain = information_gain(kb, question, shortlist, facts)
@@ -124,13 +128,13 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     if top is not None and top.score >= 0.3:
         for qid, reason in {**_fix_needs(kb, top, facts), **_version_needs(kb, top, facts), **_requirement_needs(kb, top)}.items():
             question = kb.questions.get(qid)
-            if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
+            if question is None or _asked_already(question, facts, answered, kb, listed) or _package_not_in_use(kb, question, facts):
                 continue
             _add_reason(scored, question, 0.1 + 0.3 * top.score, reason)
     for value, needs in ((HELD_BACK_NEED, _held_back_needs(kb, real, top)), (WORLD_NEED, _world_needs(facts))):
         for qid, reason in needs.items():
             question = kb.questions.get(qid)
-            if question is None or _asked_already(question, facts, answered, kb) or _package_not_in_use(kb, question, facts):
+            if question is None or _asked_already(question, facts, answered, kb, listed) or _package_not_in_use(kb, question, facts):
                 continue
             _add_reason(scored, question, value, reason)
     scored.sort(key=lambda t: (-t[0], t[1].id))

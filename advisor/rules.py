@@ -158,6 +158,12 @@ def fact_contribution(cause: schema.Cause, name: str, values: dict[str, Any], do
     return delta(values.get(name)) - log_mean
 
 
+AGAINST_OTHERS_EVIDENCE = 0.5
+"""a cause's rules against other values of a fact (no rule for this one) that lift it this much count as
+evidence: a rule against every framework but two says the cause needs one of those two; a rule
+against one value of ten (`first_failure: network`) lifts every other value by a few hundredths only."""
+
+
 def score_rules(cause: schema.Cause, facts: Facts, kb) -> tuple[float, list[EvidenceFact]]:
     """Sum of rule weights for known facts (normalized for categorical facts)."""
     values = {k: v.value for k, v in facts.values.items()}
@@ -184,6 +190,8 @@ def score_rules(cause: schema.Cause, facts: Facts, kb) -> tuple[float, list[Evid
             continue
         total += contribution
         fired = [cause.rules[i] for i in involved if rule_state(cause.rules[i], values) is True]
+        if not fired and 0 < contribution < AGAINST_OTHERS_EVIDENCE:
+            continue  # a rule against some other value, normalized: it weighs a little, but it is no evidence
         why = "; ".join(r.why for r in fired) or _against(cause.rules[involved[0]], name)
         evidence.append(EvidenceFact(fact=name, value=_show(fact.value), weight=round(contribution, 2), why=why, line=fact.line))
     for i, rule in enumerate(cause.rules):

@@ -208,3 +208,34 @@ def test_an_exclusion_pattern_that_re2_cannot_compile_is_a_kb_error(kb):
     broken.causes[cause.id] = cause.model_copy(update={"signatures": sigs})
     assert any("unless" in e.field and "RE2 cannot compile" in e.message for e in cross_check(broken))
     assert not [e for e in cross_check(kb) if "unless" in e.field]
+
+
+WRONG_MAGIC = "node3:166:1226 [0] misc/socket.cc:484 NCCL WARN socketFinalizeAccept: wrong magic 474554202f204854 != 7970663b906d70b9\n"
+NO_VALID_MAGIC = "node3:166:1226 [0] NCCL INFO socketFinalizeAccept: didn't receive a valid magic from 10.1.4.250<40112>\n"
+LATE_TIMEOUT = ("[rank80]:[E812 10:07:14.118000 ProcessGroupNCCL.cpp:632] [Rank 80] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=4107, OpType=ALLREDUCE, NumelIn=2097152, NumelOut=2097152, Timeout(ms)=600000) ran for 600081 "
+                "milliseconds before timing out.\n")
+
+
+@pytest.mark.parametrize("stray, version", [(WRONG_MAGIC, "2.21.5"), (NO_VALID_MAGIC, "2.28.9")])
+def test_a_stray_connection_then_a_hang_is_the_proxy_bug_before_2_30_7(kb, stray, version):
+    """NCCL 2.16.2-2.30.4 accept again in the proxy thread after a wrong magic, blocking it: a hang follows."""
+    d = run(kb, stray + LATE_TIMEOUT, nccl_version=version)
+    assert d.causes[0].id == "nccl-proxy-stray-connection-hang"
+    fixed = run(kb, stray + LATE_TIMEOUT, nccl_version="2.30.7")
+    assert "nccl-proxy-stray-connection-hang" not in [c.id for c in fixed.causes]
+
+
+def test_a_stray_wrong_magic_alone_is_no_interface_problem(kb):
+    """The wrong-magic warning names something foreign on NCCL's port, not the socket interface NCCL
+    picked: it no longer falls back to the socket component's defaults."""
+    d = run(kb, WRONG_MAGIC)
+    ids = [c.id for c in d.causes]
+    assert ids[0] == "nccl-proxy-stray-connection-hang" and "wrong-socket-interface" not in ids
+
+
+def test_a_stray_that_failed_the_bootstrap_is_not_the_proxy_hang(kb):
+    log = (WRONG_MAGIC + "node0:5120:5188 [0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.1.4.250<51412>\n"
+           "node0:5120:5188 [0] NCCL INFO bootstrap.cc:701 -> 6\n")
+    d = run(kb, log, nccl_version="2.26.2")
+    assert d.causes[0].id == "nccl-bootstrap-stray-connection"
