@@ -142,6 +142,10 @@ _SPECS = [
              "signal the agent sent it (\"Sending process N closing signal SIGTERM\") after the root-cause rank failed: "
              "they were still alive then"),
     FactSpec("packing", "bool", "TRL/HF dataset packing is on"),
+    FactSpec("cuda_error", "str", "the CUDA runtime's error string a failing CUDA call reported (cudaGetErrorString), "
+             "as a tool that checks each call prints it (nccl-tests' 'Test CUDA failure <file>:<line> '<error>'')"),
+    FactSpec("wrong_results", "bool", "collectives completed but returned wrong data (nccl-tests' '# Out of bounds values : N FAILED' "
+             "or 'rank=N #wrong=N'): some data path corrupts what it carries"),
     FactSpec("stray_peer", "str", "the address of a connection that reached an NCCL listening port without NCCL's magic number "
              "(NCCL 2.27.3+ prints it; 'unknown' when only the older wrong-magic warning shows): something that is not a rank"),
     FactSpec("nccl_ras_addr", "str", "the address NCCL's RAS thread listens on for its clients (NCCL >= 2.24 prints it at init)"),
