@@ -318,7 +318,7 @@ class MessageFile(Strict):
     software: Literal[
         "nccl", "aws-ofi-nccl", "libfabric", "torch", "gloo", "deepspeed", "accelerate", "transformers", "lightning", "trl", "vllm",
         "torchtitan", "llama-factory", "open-r1", "linux", "slurm", "cuda", "libstdc++", "glibc", "python", "bash", "open-mpi",
-        "nccl-tests",
+        "nccl-tests", "sglang",
     ]
     title: str = Field(min_length=8)
     mined_from: list[MinedFrom] = Field(min_length=1)

@@ -111,6 +111,13 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
          "vllm/v1/engine/utils.py", "vllm/v1/engine/async_llm.py", "vllm/v1/engine/llm_engine.py",
          "vllm/executor/*.py", "vllm/engine/multiprocessing/*.py"),
     ),
+    "sglang": (
+        "sglang", "sglang",
+        "SGLang: the engine's processes (scheduler, TP workers, tokenizer and detokenizer managers) and their deaths",
+        ("sglang/srt/managers/scheduler.py", "sglang/srt/managers/tp_worker*.py", "sglang/srt/managers/tokenizer_manager.py",
+         "sglang/srt/managers/detokenizer_manager.py", "sglang/srt/managers/data_parallel_controller.py",
+         "sglang/srt/entrypoints/engine.py", "sglang/srt/server.py"),
+    ),
     "torchtitan": (
         "torchtitan", "torchtitan",
         "torchtitan: distributed setup, parallel dims, checkpointing, the train loop and its tools",

@@ -38,8 +38,13 @@ PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
              ("0.8.5", "0.9.2", "0.10.2", "0.11.0", "0.15.1", "0.19.1", "0.25.1", "0.33.0")),
     "torchtitan": (("torchtitan/",), ("0.1.0", "0.2.0", "0.2.2", "0.3.0")),
     "llamafactory": (("llamafactory/",), ("0.9.0", "0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5")),
+    "sglang": (("sglang/srt/managers/", "sglang/srt/entrypoints/", "sglang/srt/utils.py", "sglang/srt/utils/",
+                "sglang/srt/server.py", "sglang/srt/server_args.py"),
+               ("0.3.0", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.5.1", "0.5.5", "0.5.12", "0.5.23")),
 }
 PLATFORM_ARGS: dict[str, list[str]] = {
+    "sglang": ["--only-binary=:all:", "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux_2_28_x86_64",
+               "--platform", "manylinux2014_x86_64", "--platform", "any", "--python-version", "3.11"],
     "vllm": ["--only-binary=:all:", "--platform", "manylinux_2_31_x86_64", "--platform", "manylinux_2_28_x86_64",
              "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--python-version", "3.12"],
 }
