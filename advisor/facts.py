@@ -375,6 +375,10 @@ FACT_PROBES: list[FactProbe] = [
     FactProbe("gloo-timeout", r"Timed out waiting (?P<ms>\d+) ?ms for (?:recv|send) operation"),
     FactProbe("torch-version", r"(?:\btorch(?:==| version[: ]|-)|PyTorch version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\.?(?:dev|a|rc)\d*)?(?:\+\w+)?)", recurring="first"),
     FactProbe("nccl-version", r"NCCL version (?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?", recurring="first"),
+    # nccl-tests' header (src/common.cu, 2.18.5 on): "# nccl-tests version 2.19.6 nccl-headers=22703
+    # nccl-library=22703", NCCL_VERSION_CODE and ncclGetVersion; the library is what ran
+    FactProbe("nccl-tests-header", r"# nccl-tests version \S{1,20} nccl-headers=\d{4,6} nccl-library=(?P<code>\d{4,6})\b",
+              ignore_case=False, recurring="first"),
     FactProbe("nccl-compiled", r"compiled with NCCL (?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
     FactProbe("cuda-version", r"\bCUDA (?:runtime |Version:? |version:? )(?P<v>\d+\.\d+)", recurring="first"),
     FactProbe("transformers-version", r"\btransformers`?(?:==| version[: ] ?)v?(?P<v>\d+\.\d+(?:\.\d+)?)", recurring="first"),
@@ -830,6 +834,12 @@ class FactCollector:
         if _version(hit.group("cuda")):
             self._set("cuda_version", hit.group("cuda"), hit)
         self._set("backend", "nccl", hit)
+
+    def _on_nccl_tests_header(self, hit: LineHit) -> None:
+        version = nccl_version_from_code(int(hit.group("code")))
+        if version is not None:
+            self._set("nccl_version", version, hit)
+            self._set("backend", "nccl", hit)
 
     def _on_nccl_compiled(self, hit: LineHit) -> None:
         self._set_version("nccl_version", hit)
@@ -1504,6 +1514,18 @@ class FactCollector:
             if before > 0 and now < before / 5:
                 put("slowdown", True, line, None, origin="inferred",
                     detail=f"throughput fell from ~{before:g} to {now:g} per second")
+
+
+def nccl_version_from_code(code: int) -> str | None:
+    """NCCL's version code as nccl.h's NCCL_VERSION(X,Y,Z) builds it: X*1000+Y*100+Z up to 2.8,
+    X*10000+Y*100+Z from 2.9 (read in src/nccl.h.in at v2.21.5-1)."""
+    if code >= 20900:
+        major, minor, patch = code // 10000, code % 10000 // 100, code % 100
+    elif 2000 <= code < 3000:
+        major, minor, patch = code // 1000, code % 1000 // 100, code % 100
+    else:
+        return None
+    return f"{major}.{minor}.{patch}"
 
 
 def _caller(frames: list[str]) -> str:

@@ -65,3 +65,17 @@ def test_a_cuda_failure_names_its_error_and_is_no_python_exception(kb):
     assert read_log(kb, line).facts.values["cuda_error"].value == "invalid device ordinal"
     d = diagnose(DiagnoseRequest(log=line), kb)
     assert "user_exception" not in d.facts and d.facts.get("first_failure") != "exception"
+
+
+@pytest.mark.parametrize("code, version", [(22703, "2.27.3"), (21905, "2.19.5"), (2804, "2.8.4"), (30007, "3.0.7"), (999, None)])
+def test_nccls_version_code_reads_as_a_release(code, version):
+    from advisor.facts import nccl_version_from_code
+
+    assert nccl_version_from_code(code) == version
+
+
+def test_the_nccl_tests_header_dates_the_nccl_that_ran(kb):
+    """From nccl-tests 2.18.5 its header prints NCCL_VERSION_CODE and ncclGetVersion: the library's is the one that ran."""
+    log = "# nccl-tests version 2.17.6 nccl-headers=22703 nccl-library=22105\n" + NCCL_FAILURE
+    fact = read_log(kb, log).facts.values["nccl_version"]
+    assert fact.value == "2.21.5" and fact.line == 1
