@@ -8,6 +8,8 @@ another miner owns are left untouched.
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -114,3 +116,16 @@ def _minor(version: str) -> str:
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("+")[0].split(".") if p.isdigit())
+
+
+def release_tags(repo: Path, first: str = "0") -> list[str]:
+    """The final release tags (vX.Y.Z) of a git repository, as versions from `first` on, oldest first."""
+    out = subprocess.run(["git", "-C", str(repo), "tag"], capture_output=True, text=True, check=True).stdout
+    tags = [t[1:] for t in out.split() if re.fullmatch(r"v\d+\.\d+\.\d+", t)]
+    return sorted((t for t in tags if version_key(t) >= version_key(first)), key=version_key)
+
+
+def show(repo: Path, tag: str, path: str) -> str | None:
+    """A file of a release tag (vX.Y.Z), or None where that release has no such file."""
+    done = subprocess.run(["git", "-C", str(repo), "show", f"v{tag}:{path}"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None

@@ -17,27 +17,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalogue_io import load, save, specifier, version_key  # noqa: E402
+from catalogue_io import load, release_tags, save, show, specifier  # noqa: E402
 
 COMPONENT = "nccl-tests"
 FILES = ("src/common.h", "src/common.cu", "src/util.cu")
 # a text printed through a generic format with its label as an argument: (format, label)
 LABELLED = {"# Out of bounds values : %d %s": ("# %-20s : %d %s", "Out of bounds values")}
-
-
-def release_tags(repo: Path) -> list[str]:
-    out = subprocess.run(["git", "-C", str(repo), "tag"], capture_output=True, text=True, check=True).stdout
-    return sorted((t[1:] for t in out.split() if re.fullmatch(r"v\d+\.\d+\.\d+", t)), key=version_key)
-
-
-def show(repo: Path, tag: str, path: str) -> str | None:
-    done = subprocess.run(["git", "-C", str(repo), "show", f"v{tag}:{path}"], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else None
 
 
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')

@@ -19,27 +19,15 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalogue_io import load, save, specifier, version_key  # noqa: E402
+from catalogue_io import load, release_tags, save, show, specifier  # noqa: E402
 
 COMPONENT = "open-mpi"
 HOSTFORMAT = "[%s:%05d] "
 FILES = {"stacktrace": "opal/util/stacktrace.c", "orterun": "orte/tools/orterun/help-orterun.txt"}
-
-
-def final_tags(repo: Path, first: str) -> list[str]:
-    out = subprocess.run(["git", "-C", str(repo), "tag"], capture_output=True, text=True, check=True).stdout
-    tags = [t[1:] for t in out.split() if re.fullmatch(r"v\d+\.\d+\.\d+", t)]
-    return sorted((t for t in tags if version_key(t) >= version_key(first)), key=version_key)
-
-
-def show(repo: Path, tag: str, path: str) -> str | None:
-    done = subprocess.run(["git", "-C", str(repo), "show", f"v{tag}:{path}"], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else None
 
 
 def c_literals(source: str) -> str:
@@ -76,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if doc is None:
         print(f"open_mpi: kb/messages/{COMPONENT}.yaml is missing", file=sys.stderr)
         return 1
-    tags = final_tags(args.repo, args.first)
+    tags = release_tags(args.repo, args.first)
     present: dict[str, dict[str, list[str]]] = {"stacktrace": {}, "orterun": {}}
     for tag in tags:
         texts = {}
