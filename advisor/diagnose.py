@@ -19,6 +19,7 @@ from advisor.models import DiagnoseRequest, Diagnosis, FactValue, Facts, Notice,
 from advisor.questions import choose_questions
 from advisor.reader import iter_blocks
 from advisor.redact import Redactor
+from advisor.release_fixes import later_nccl_fixes
 from advisor.scan import ScanStats, scan
 from advisor.similar import similar_candidates
 from advisor.timers import explain_timeout
@@ -123,6 +124,7 @@ def conclude(kb: KnowledgeBase, reading: LogReading, request: DiagnoseRequest) -
         messages=recognised_messages(kb, reading.signatures),
         stats={"bytes": reading.stats.bytes, "lines": max(reading.stats.lines, 0), "hits": reading.stats.hits, "kb": kb.digest},
         timeout=explain_timeout(kb, facts),
+        later_fixes=later_nccl_fixes(kb, {name: fv.value for name, fv in facts.values.items()}),
     )
     return Redactor(mask_hosts=request.mask_hosts).redact_model(diagnosis)
 

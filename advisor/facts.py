@@ -77,6 +77,8 @@ _SPECS = [
     FactSpec("nccl_failed_transport", "str", "the NCCL transport module NCCL's error trail first passes through "
              "(src/transport/<module> in an `INFO file:line -> code` line; bootstrap: src/bootstrap.cc with a system error)",
              ("ib", "socket", "p2p", "shm", "nvls", "collnet", "bootstrap")),
+    FactSpec("nccl_areas", "list", "the parts of NCCL its WARN lines and error trail come from (by source file: ib, "
+             "socket, bootstrap, proxy, shm, p2p, nvls, collnet, ras, init, topology, cumem, registration, plugin)"),
     FactSpec("rendezvous_loopback", "bool", "the rendezvous address is this machine (127.0.0.1, localhost)"),
     FactSpec("clients_joined", "int", "ranks that joined the store before it timed out"),
     FactSpec("first_failure", "str", "kind of the earliest failure (cascade excluded)",
@@ -249,6 +251,24 @@ def _version(text: str | None) -> str | None:
     if not text or len(text) > 64 or re.search(r"\d{10}", text):
         return None
     return text
+
+
+# NCCL source path (as its lines print it, from src/) -> the part of NCCL it belongs to; first match wins
+_NCCL_AREAS = (
+    ("ras/", "ras"), ("net_ib", "ib"), ("ibvwrap", "ib"), ("ibvcore", "ib"), ("ibvsymbols", "ib"), ("gdrwrap", "ib"),
+    ("net_socket", "socket"), ("socket", "socket"), ("bootstrap", "bootstrap"), ("proxy", "proxy"),
+    ("transport/shm", "shm"), ("shm", "shm"), ("transport/p2p", "p2p"), ("nvls", "nvls"), ("coll_net", "collnet"),
+    ("graph/", "topology"), ("topo", "topology"), ("register", "registration"), ("cudawrap", "cumem"),
+    ("mem_manager", "cumem"), ("allocator", "cumem"), ("plugin/", "plugin"), ("net.cc", "plugin"), ("init.c", "init"),
+)
+
+
+def nccl_area_of(path: str) -> str | None:
+    """The part of NCCL a source file printed by its lines belongs to (None: no part a fix names)."""
+    for fragment, area in _NCCL_AREAS:
+        if fragment in path:
+            return area
+    return None
 
 
 def _keep_site(sites: list[tuple[str, int]], hit: LineHit) -> None:
@@ -1236,6 +1256,7 @@ class FactCollector:
         self._finalize_topology(put, out)
         self._finalize_failures(put, out)
         self._finalize_agent_stops(put, out)
+        self._finalize_nccl_areas(put, out)
         return Facts(values=out, events=first_in_time(list(self.events))[:64])
 
     def _finalize_framework(self, put, frameworks: dict[str, Any]) -> None:
@@ -1433,6 +1454,21 @@ class FactCollector:
             first = doing[0]
             put("straggler_activity", sorted({p.activity for p in doing}), first.line, None, origin="inferred",
                 detail=f"stack dump: {first.key} is in {first.where} ({first.activity}) while the others wait")
+
+    def _finalize_nccl_areas(self, put, out) -> None:
+        """Which parts of NCCL failed, from the source files its WARN and error-trail lines name (and
+        the transport of the trail): what a later release's fix must touch to be this log's."""
+        areas: list[str] = []
+        for path, _ in self.nccl_sites + self.nccl_trail:
+            area = nccl_area_of(path)
+            if area and area not in areas:
+                areas.append(area)
+        transport = out.get("nccl_failed_transport")
+        if transport is not None and transport.value not in areas:
+            areas.append(transport.value)
+        if areas:
+            put("nccl_areas", areas, None, None, origin="inferred", basis="NCCL source lines",
+                detail="the NCCL source files its WARN and error-trail lines name")
 
     def _finalize_topology(self, put, out) -> None:
         if self.hosts:

@@ -26,7 +26,7 @@ from advisor.regex import PatternError, compile_pattern
 ENV_KB_PATH = "ADVISOR_KB_PATH"
 ENV_CACHE_DIR = "ADVISOR_CACHE_DIR"
 MAX_KB_FILE = 1 << 20
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 CACHE_KEEP = 8  # KB caches kept on disk (one per KB content + extra-dir set)
 
 class KBError(Exception):
@@ -154,6 +154,8 @@ class KnowledgeBase:
     cause's own signature that `use`s it, whose weight then wins)."""
     timers: dict[str, schema.Timer] = field(default_factory=dict)
     """kb/timers.yaml: every clock that can end or stall a job, and the settings that feed them."""
+    release_notes: dict[str, schema.SoftwareReleases] = field(default_factory=dict)
+    """kb/releases/<software>.yaml: the fixes each release of that software shipped (NCCL)."""
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -400,9 +402,15 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
     timers_file = root / "timers.yaml"
     timers_model = read(timers_file, schema.Timers) if timers_file.is_file() else None
     shared = {sig.id: sig for sig in shared_model.signatures} if shared_model else {}
-    messages, message_files = _load_messages([root] + [Path(d) for d in extra if Path(d).is_dir()], read, errors)
-
     sources: dict[str, Path] = {}
+    messages, message_files = _load_messages([root] + [Path(d) for d in extra if Path(d).is_dir()], read, errors)
+    release_notes = {}
+    for path in sorted((root / "releases").glob("*.yaml")):
+        notes = read(path, schema.SoftwareReleases)
+        if notes is not None:
+            release_notes[notes.software] = notes
+            sources["releases:" + notes.software] = path
+
     causes: dict[str, schema.Cause] = {}
     frameworks: dict[str, schema.Framework] = {}
     roots = [root] + [Path(d) for d in extra]
@@ -444,6 +452,7 @@ def _load_and_validate(extra: tuple[str, ...]) -> KnowledgeBase:
         messages=messages,
         message_files=message_files,
         timers={t.id: t for t in timers_model.timers} if timers_model else {},
+        release_notes=release_notes,
     )
     kb.message_owners = _message_owners(kb)
     sources["codes"] = codes_file

@@ -164,6 +164,18 @@ class RankRow(Model):
     flight_recorder: Literal["waiting", "behind", "mismatch", "in-step", "no-dump", "unknown"] | None = None
 
 
+class LaterFix(Model):
+    """A fix a later release of the software shipped, in the part of it that failed in this log:
+    the release note's own words, the release, and the issues it cites."""
+
+    software: str
+    version: str
+    text: str
+    kinds: list[str] = Field(default_factory=list)
+    areas: list[str] = Field(default_factory=list, description="the parts of the software the fix and the log's failure share")
+    url: str = Field(description="the release's tag, or the first issue the note cites")
+
+
 class RecognisedMessage(Model):
     """A catalogued message found in the log, with what it means."""
 
@@ -225,6 +237,9 @@ class Diagnosis(Model):
     version: str = "1"
     timeout: TimeoutReport | None = Field(default=None, description="in a timeout diagnosis: which clock fired and where its value came from")
     flight_recorder: FlightRecorderSummary | None = Field(default=None, description="what the Flight Recorder dumps show (--dumps)")
+    later_fixes: list[LaterFix] = Field(
+        default_factory=list,
+        description="fixes later NCCL releases shipped in the parts of NCCL this log's warnings and error trail come from")
 
 
 class DiagnoseRequest(Model):

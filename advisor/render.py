@@ -324,6 +324,13 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
             out.append(s.dim(f"  ({len(explained) - (12 if verbose else 4)} more: --verbose or --json)"))
         out.append("")
 
+    if d.later_fixes:
+        out.append(s.bold(later_fixes_heading(d)) + s.dim("  (NCCL's release notes; upgrading past one rules it out)"))
+        for f in d.later_fixes[: (8 if verbose else 3)]:
+            out.append("  - " + _indent(f"{f.version}: {f.text}", "    ", width).lstrip())
+            out.append(s.dim(f"    {f.url}"))
+        out.append("")
+
     harmless = [n for n in d.notices if n.kind == "harmless"]
     if harmless:
         out.append(s.bold("Harmless lines"))
@@ -423,6 +430,10 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append("```")
         out.append("</details>")
         out.append("")
+    if d.later_fixes:
+        out.append(f"### {later_fixes_heading(d)}")
+        out.extend(f"- {f.version}: {_md_escape(f.text)} ({f.url})" for f in d.later_fixes)
+        out.append("")
     if evidence or picture:
         out.append("<details><summary>Evidence</summary>")
         out.append("")
@@ -446,6 +457,15 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
         out.append("### References")
         out.extend(f"- {u}" for u in fix.references[:8])
     return "\n".join(out).rstrip() + "\n"
+
+
+def later_fixes_heading(d: Diagnosis) -> str:
+    """Names the release the fixes come after and the parts of NCCL they share with the log."""
+    version = d.facts.get("nccl_version")
+    if isinstance(version, list):
+        version = f"{version[0]}..{version[-1]}" if len(version) > 1 else version[0]
+    areas = sorted({a for f in d.later_fixes for a in f.areas})
+    return f"Fixed after NCCL {version} in what failed here ({', '.join(areas)})"
 
 
 def timeout_lines(t: TimeoutReport, width: int | None = None, brief: bool = False) -> list[str]:

@@ -587,3 +587,34 @@ class Timer(Strict):
 
 class Timers(Strict):
     timers: list[Timer] = Field(min_length=1)
+
+
+FIX_KINDS = ("hang", "crash", "corruption", "error", "leak", "perf")
+
+
+class ReleaseFixNote(Strict):
+    """One fix a release note names, in the software's own words (kb/releases/, mined by
+    tools/mine/nccl_releases.py): what it is about is derived from those words."""
+
+    text: str = Field(min_length=4)
+    kinds: list[Literal["hang", "crash", "corruption", "error", "leak", "perf"]] = Field(default_factory=list)
+    areas: list[str] = Field(default_factory=list)
+    issues: list[int] = Field(default_factory=list)
+    prs: list[int] = Field(default_factory=list)
+
+
+class ReleaseNotes(Strict):
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    tag: str
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$")
+    fixes: list[ReleaseFixNote] = Field(min_length=1)
+
+
+class SoftwareReleases(Strict):
+    """kb/releases/<software>.yaml: the fixes each release shipped, oldest release first."""
+
+    software: Literal["nccl"]
+    source: str = Field(pattern=r"^https://")
+    mined_by: str
+    note: str = ""
+    releases: list[ReleaseNotes] = Field(min_length=1)

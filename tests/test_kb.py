@@ -60,8 +60,9 @@ def test_fixed_question_ids_exist():
 def test_builtin_kb_ships_with_the_package():
     root = builtin_kb_dir()
     assert (root / "codes.yaml").is_file()
-    assert len(list((root / "causes").glob("*.yaml"))) == len([p for p in KB.sources if not p.startswith("framework:")
+    assert len(list((root / "causes").glob("*.yaml"))) == len([p for p in KB.sources if not p.startswith(("framework:", "releases:"))
                                                                and p not in ("codes", "phases", "questions", "signatures", "timers")])
+    assert (root / "releases" / "nccl.yaml").is_file() and KB.release_notes["nccl"].releases
 
 
 def test_kb_check_command_passes():

@@ -87,6 +87,11 @@ class FinalAnswer(Vertical):
             # which clock fired and whether the user's setting reaches it: the trap most fixes fall into
             with Collapsible(title=f"Timeout: {d.timeout.clock}", collapsed=True, id="timeout"):
                 yield Static("\n".join(timeout_lines(d.timeout)), markup=False, id="timeout-lines")
+        if d.later_fixes:
+            from advisor.render import later_fixes_heading
+
+            with Collapsible(title=later_fixes_heading(d), collapsed=True, id="later-fixes"):
+                yield Static("\n".join(f"{f.version}: {f.text}\n  {f.url}" for f in d.later_fixes), markup=False)
         if d.fix.actions:
             steps = "\n".join(f"{i}. [{'mitigation' if a.mitigation else a.kind}] {a.title}" + (f" — {a.caveat.split('.')[0]}." if a.caveat else "")
                               for i, a in enumerate(d.fix.actions, 1))
