@@ -115,8 +115,12 @@ def choose_questions(kb, causes: list[RankedCause], raw: dict[str, float], facts
     top = real[0] if real else None
     clear = top is not None and top.score >= CLEAR
     scored: list[tuple[float, schema.Question, str]] = []
-    # belief over the causes with any standing (the long tail adds noise, not information)
-    shortlist = dict(sorted(raw.items(), key=lambda kv: -kv[1])[:12])
+    # belief over the causes with any standing: the log's own evidence for them (once two have some).
+    # Causes with none share the rest alike, and a question that only reshuffles them (the phase,
+    # for an NCCL system error that the node count or the container decides) teaches nothing.
+    ranked = sorted(raw.items(), key=lambda kv: -kv[1])
+    standing = [kv for kv in ranked if kv[1] > 0]
+    shortlist = dict(standing[:12] if len(standing) >= 2 else ranked[:12])
     listed = {c.id for c in causes}
     for question in kb.questions.values():
         if _asked_already(question, facts, answered, kb, listed) or _package_not_in_use(kb, question, facts):

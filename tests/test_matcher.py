@@ -197,6 +197,30 @@ def test_questions_are_ordered_by_expected_gain(kb):
     assert all(q.reason for q in d.questions)
 
 
+SYSTEM_ERROR = ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, "
+                "NCCL version 2.7.8\n")
+
+
+def test_questions_weigh_the_causes_the_log_points_to(kb):
+    """An NCCL system error points to the network interface and to /dev/shm: the node count and the
+    container decide between them. The phase only reshuffles causes the log gives nothing to, so it
+    is not what to ask first (it was, while those weighed in)."""
+    d = run(kb, SYSTEM_ERROR)
+    top = {c.id for c in d.causes[:2]}
+    assert top == {"wrong-socket-interface", "dev-shm-too-small"}
+    asked = [q.id for q in d.questions]
+    assert asked[0] in {"nodes", "container"} and "phase" not in asked[:2]
+    one_node = run(kb, SYSTEM_ERROR, nodes="1")
+    assert one_node.causes[0].id == "dev-shm-too-small"
+    two = run(kb, SYSTEM_ERROR, nodes="2")
+    assert two.causes[0].id == "wrong-socket-interface"
+
+
+def test_a_log_with_one_lead_still_asks_across_the_rest(kb):
+    d = run(kb, TIMEOUT)  # a bare timeout: no cause stands out, the phase is what separates them
+    assert "phase" in [q.id for q in d.questions][:2]
+
+
 def test_answered_questions_are_not_asked_again_even_when_unknown(kb):
     d = run(kb, TIMEOUT, phase="unknown")
     assert "phase" not in [q.id for q in d.questions]
