@@ -848,3 +848,33 @@ def test_the_first_collectives_come_before_any_save_evaluation_or_logging():
     early, late = scores(1), scores(500)
     for cause in ("save-checkpoint-timeout", "eval-on-some-ranks", "rank0-logging-io"):
         assert early.get(cause, -99) < late[cause] - 0.5, cause
+
+
+# --- NCCL says it will not use peer-to-peer ------------------------------------------------------
+
+P2P_OFF = """\
+host1:454:838 [0] NCCL INFO Using network Socket
+host1:454:838 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.
+host1:454:838 [0] NCCL INFO P2P is disabled between connected GPUs 0 and 1. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.
+host1:454:838 [0] NCCL INFO Could not enable P2P between dev 0(=1b000) and dev 1(=1c000)
+"""
+
+
+def test_p2p_that_nccl_turned_off_is_no_verdict_on_p2p():
+    """The INFO lines say CUDA denies P2P and NCCL routes through host memory: a silent hang after
+    them is not on P2P (whose fix, NCCL_P2P_DISABLE, would change nothing), and /dev/shm carries it."""
+    d = run(P2P_OFF)
+    assert d.facts["p2p_unavailable"] is True
+    assert d.status != "diagnosed"
+    ids = [c.id for c in d.causes]
+    assert "dev-shm-too-small" in ids[:3]
+    in_docker = run(P2P_OFF, container="docker")
+    assert in_docker.causes[0].id == "dev-shm-too-small"
+
+
+def test_p2p_down_between_nvlink_gpus_is_still_a_hardware_verdict():
+    log = ("host1:454:838 [0] paths.cc:320 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 0. This should "
+           "not be the case given their connectivity, and is probably due to a hardware issue. If you still want to "
+           "proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n")
+    d = run(log)
+    assert d.causes[0].id == "pcie-p2p-broken"
