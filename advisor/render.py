@@ -225,7 +225,8 @@ def render_text(d: Diagnosis, style: Style | None = None, verbose: bool = False,
     out.append(s.bold(s.red(head) if d.status == "diagnosed" else s.yellow(head)))
     top = next((c for c in d.causes if not c.benign), None)
     if top and d.status != "no-match":
-        out.append(s.dim(f"  cause {top.id} ({top.code}), confidence {top.score:.0%}"))
+        out.append(s.dim(f"  cause {top.id} ({top.code}), confidence {top.score:.0%}")
+                   + (s.yellow(f", unconfirmed until you answer {', '.join(top.unconfirmed)}") if top.unconfirmed else ""))
     for n in d.notices:
         if n.kind == "input":
             out.append(s.yellow(f"  note: {n.title}"))
@@ -370,7 +371,8 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
     out: list[str] = [f"**{_md_escape(d.headline)}**", ""]
     top = next((c for c in d.causes if not c.benign), None)
     if top and d.status != "no-match":
-        out.append(f"Cause `{top.id}` (`{top.code}`), confidence {top.score:.0%}.")
+        unconfirmed = f", unconfirmed until you answer {', '.join(top.unconfirmed)}" if top.unconfirmed else ""
+        out.append(f"Cause `{top.id}` (`{top.code}`), confidence {top.score:.0%}{unconfirmed}.")
         out.append("")
     for n in d.notices:
         if n.kind == "input":

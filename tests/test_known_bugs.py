@@ -125,6 +125,13 @@ def test_restart_into_a_closed_rendezvous_asks_the_torch_version(kb):
     top = d.causes[0]
     assert top.id == "elastic-agent-closes-rendezvous" and top.unconfirmed == ["torch_version"]
     assert d.status != "diagnosed" and d.questions[0].id == "torch_version"
+    # the confidence a lead gets before its deciding answer says so where it is shown
+    from advisor.render import render_markdown, render_text
+
+    assert "unconfirmed until you answer torch_version" in render_text(d).splitlines()[1]
+    assert "unconfirmed until you answer torch_version" in render_markdown(d)
+    confirmed = run(kb, RESTART_CLOSED, torch_version="2.3.1")
+    assert "unconfirmed" not in render_text(confirmed).splitlines()[1]
 
 
 # --- NCCL's RAS thread (NVIDIA/nccl#1669, #1762, #1996) ------------------------------------------
