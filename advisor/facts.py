@@ -148,6 +148,8 @@ _SPECS = [
              "as a tool that checks each call prints it (nccl-tests' 'Test CUDA failure <file>:<line> '<error>'')"),
     FactSpec("wrong_results", "bool", "collectives completed but returned wrong data (nccl-tests' '# Out of bounds values : N FAILED' "
              "or 'rank=N #wrong=N'): some data path corrupts what it carries"),
+    FactSpec("jit_during_inference", "bool", "an inference engine compiled a kernel while serving (vLLM's jit_monitor "
+             "warning): that step is far slower than the others"),
     FactSpec("p2p_unavailable", "bool", "NCCL says CUDA allows no peer-to-peer between two GPUs it sees connected, so it "
              "routes their traffic through host memory (/dev/shm) instead (src/graph/paths.cc, src/transport/p2p.cc INFO lines)"),
     FactSpec("stray_peer", "str", "the address of a connection that reached an NCCL listening port without NCCL's magic number "

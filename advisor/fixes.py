@@ -38,6 +38,8 @@ def applicability(fix: schema.Fix, facts: Facts) -> tuple[bool, str | None]:
             return False, f"not for {label} {fact_text(version)} (needs {spec})"
         if ok is None:
             notes.append(f"applies to {label} {spec}")
+    if fix.applies.engines and facts.get("inference_engine") not in fix.applies.engines:
+        return False, f"for {', '.join(fix.applies.engines)} only"
     for allowed, value, word in ((fix.applies.frameworks, facts.get("framework"), "for"),
                                  (fix.applies.interconnect, facts.get("interconnect"), "on")):
         if not allowed:

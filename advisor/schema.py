@@ -143,6 +143,9 @@ class Applies(Strict):
     framework_version: str | None = None
     interconnect: list[Literal["nvlink", "pcie", "infiniband", "roce", "ethernet", "efa"]] = Field(default_factory=list)
     """the fabrics a fix is for (EFA's security groups mean nothing on InfiniBand); unknown never excludes."""
+    engines: list[Literal["vllm", "sglang"]] = Field(default_factory=list)
+    """the inference engines a fix is for (an engine's own setting); a log no engine printed excludes it,
+    since a training job runs none."""
 
 
 FixKind = Literal["infra", "code", "upgrade", "config", "env", "diagnostic"]

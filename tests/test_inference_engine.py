@@ -93,3 +93,31 @@ def test_an_engine_rule_counts_although_every_engine_shares_it(kb):
                 + WATCHDOG + "\n")
     assert d.causes[0].id == "inference-engine-collective-hang"
     assert any(f["fact"].startswith("inference_engine") and f["weight"] > 0 for f in d.causes[0].evidence["facts"])
+
+
+# --- a kernel compiled while serving: a slow step, not a hang -------------------------------------
+
+JIT = ("(EngineCore pid=881) WARNING 05-02 10:11:12 [jit_monitor.py:129] CuTeDSL JIT compilation during inference: "
+       "W4A16FusedMoeKernel. This causes a latency spike; consider extending warmup to cover this shape/config.")
+RPC_TIMEOUT = "EngineCore ERROR TimeoutError: RPC call to sample_tokens timed out."
+
+
+def test_a_kernel_compiled_while_serving_makes_the_timeout_a_slow_step(kb):
+    d = run(kb, JIT + "\n" + RPC_TIMEOUT + "\n")
+    assert d.facts["jit_during_inference"] is True and d.facts["inference_engine"] == "vllm"
+    assert d.causes[0].id == "collective-slower-than-timeout"
+    assert d.status != "diagnosed"
+    shown = "\n".join(sn.content for sn in d.fix.snippets)
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in shown
+
+
+def test_the_rpc_timeout_alone_is_no_slow_step(kb):
+    d = run(kb, "(EngineCore pid=881) " + RPC_TIMEOUT + "\n")
+    assert "jit_during_inference" not in d.facts
+    assert not d.causes or d.causes[0].id != "collective-slower-than-timeout"
+
+
+def test_a_training_timeout_gets_no_vllm_setting(kb):
+    d = run(kb, WATCHDOG + "\n", phase="train")
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in "\n".join(sn.content for sn in d.fix.snippets)
+    assert all("vLLM's workers" not in a.title for a in d.fix.actions)

@@ -109,7 +109,7 @@ COMPONENTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
         "vLLM: the engine core and its executors (multiprocess and Ray workers, RPC to workers, engine death)",
         ("vllm/v1/executor/*.py", "vllm/v1/engine/core.py", "vllm/v1/engine/core_client.py", "vllm/v1/engine/exceptions.py",
          "vllm/v1/engine/utils.py", "vllm/v1/engine/async_llm.py", "vllm/v1/engine/llm_engine.py",
-         "vllm/executor/*.py", "vllm/engine/multiprocessing/*.py"),
+         "vllm/executor/*.py", "vllm/engine/multiprocessing/*.py", "vllm/utils/jit_monitor.py"),
     ),
     "sglang": (
         "sglang", "sglang",
