@@ -537,3 +537,17 @@ def test_runs_in_a_real_terminal_at_80x24(tmp_path):
             os.close(fd)
         except OSError:
             pass
+
+
+async def test_later_nccl_fixes_are_folded_into_the_final_answer(kb, tmp_path):
+    from test_release_fixes import BOOTSTRAP_LOG
+
+    app = AdvisorApp(kb, save_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await paste_and_diagnose(app, pilot, BOOTSTRAP_LOG)
+        await answer_all(app, pilot, {})
+        assert app.query("#final")
+        fixes = app.query_one("#later-fixes")
+        assert fixes.title.startswith("Fixed after NCCL 2.4.2") and fixes.collapsed
+        body = "\n".join(str(w.render()) for w in fixes.query(Static))
+        assert "2.9.8: Fix crash in bootstrap error case." in body
