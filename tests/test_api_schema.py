@@ -8,13 +8,14 @@ input accepted, and so on. Once without an API key, and once with one configured
 `Authorization: Bearer`, so the authenticated path is fuzzed too; and once with the key configured
 but not sent, where every route but /healthz must answer a documented 401.
 
-One exemption, and only from positive_data_acceptance: POST /v1/diagnose checks three things that
-JSON Schema cannot state, so a schema-valid body may get 422 for them. `answers` are checked against
+One exemption, and only from positive_data_acceptance: POST /v1/diagnose checks four things that
+its JSON Schema does not state, so a schema-valid body may get 422 for them. `answers` are checked against
 the knowledge base's questions (their ids and per-question value grammars, which team KB directories
 can extend at run time); a body needs a `log` or a `description` that is not blank (one of two
 fields, blank after Python's str.strip(), which the schema's regex dialect cannot match exactly);
-and each of `dumps` must be a Flight Recorder dump (read by the same checks as a dump file) from a
-rank no other dump names. Such a 422 must still name exactly those fields and conform to the schema;
+each of `dumps` must be a Flight Recorder dump (read by the same checks as a dump file) from a
+rank no other dump names; and `env`, published as a plain object, is read as an `advisor env --json`
+snapshot whose fields have types (a schema-valid `{"python": [1]}` is refused, naming `env.python`). Such a 422 must still name exactly those fields and conform to the schema;
 any other rejection of schema-valid data fails.
 
 Schemathesis draws `answers` keys at random, so it almost never reaches the tuning calculators
@@ -87,14 +88,31 @@ def test_every_cause_in_the_kb_is_served_as_the_schema_says(kb, open_app, open_s
 
 
 def _rejected_for_what_the_schema_cannot_say(case, response) -> bool:
-    """A 422 from POST /v1/diagnose for the answers or a blank log/description, and nothing else."""
+    """A 422 from POST /v1/diagnose for the answers, a blank log/description, a dump or a field of the
+    env snapshot, and nothing else."""
     if (case.method.upper(), case.path) != ("POST", "/v1/diagnose") or response.status_code != 422:
         return False
     detail = response.json().get("detail")
     return bool(detail) and all(
         d["field"].startswith("answers.") or (d["field"] == "log" and d["message"].startswith("empty"))
         or (d["field"].startswith("dumps.") and d["field"].endswith((".trace", ".rank")) and d["message"].startswith(("dumps[", "rank ")))
+        or (d["field"].startswith("env.") and d["field"] != "env.")
         for d in detail)
+
+
+def test_a_schema_valid_env_with_a_mistyped_field_is_a_named_422_and_exempt(open_app):
+    """Found by the fuzz run in CI: `env` is published as a plain object, so `{"python": [1, true,
+    null]}` is schema-valid; the handler reads it as a snapshot and refuses it naming the field."""
+    from types import SimpleNamespace
+
+    client = TestClient(open_app, raise_server_exceptions=False)
+    reply = client.post("/v1/diagnose", json={"log": "NCCL WARN x", "env": {"python": [1, True, None]}})
+    assert reply.status_code == 422
+    assert [d["field"] for d in reply.json()["detail"]] == ["env.python"]
+    case = SimpleNamespace(method="post", path="/v1/diagnose")
+    assert _rejected_for_what_the_schema_cannot_say(case, reply)
+    other = client.post("/v1/diagnose", json={"log": "NCCL WARN x", "max_causes": 0})
+    assert other.status_code == 422 and not _rejected_for_what_the_schema_cannot_say(case, other)
 
 
 def _call_and_validate(case, headers: dict[str, str] | None = None) -> None:
