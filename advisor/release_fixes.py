@@ -9,9 +9,13 @@ act on (upgrade past it), and the release note's words say what it was. Pure: fa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.models import LaterFix
+from advisor.versions import parse_version
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 LIMIT = 5
 # every NCCL error trail of a failed set-up passes through init.cc: an area too broad to tie a fix to
@@ -21,16 +25,11 @@ GENERIC_AREAS = frozenset({"init", "abort", "topology"})
 _CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGILL"})
 
 
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-
-
-def _newest(value: Any) -> str | None:
-    """The log's NCCL release: a version, or the newest of the releases that fit its source lines
-    (a fix after the newest is after all of them)."""
-    if isinstance(value, list):
-        value = max((v for v in value if isinstance(v, str)), key=_key, default=None)
-    return value if isinstance(value, str) and len(_key(value)) >= 2 else None
+def _newest(value: Any) -> "Version | None":
+    """The log's NCCL release (a printed `2.21.5+cuda12.4` or an answer), or the newest of the releases
+    that fit its source lines: a fix after the newest is after all of them."""
+    values = value if isinstance(value, list) else [value]
+    return max((v for v in map(parse_version, values) if v is not None), default=None)
 
 
 def symptoms_of(facts: dict[str, Any]) -> set[str]:
@@ -59,7 +58,7 @@ def later_nccl_fixes(kb, facts: dict[str, Any], limit: int = LIMIT) -> list[Late
         return []
     found: list[LaterFix] = []
     for release in notes.releases:
-        if _key(release.version) <= _key(version):
+        if parse_version(release.version) <= version:
             continue
         for fix in release.fixes:
             shared = [a for a in fix.areas if a in areas]
@@ -71,5 +70,4 @@ def later_nccl_fixes(kb, facts: dict[str, Any], limit: int = LIMIT) -> list[Late
                    else f"https://github.com/NVIDIA/nccl/releases/tag/{release.tag}")
             found.append(LaterFix(software="nccl", version=release.version, text=fix.text, kinds=list(fix.kinds),
                                   areas=shared, url=url))
-    found.sort(key=lambda f: _key(f.version))
-    return found[:limit]
+    return found[:limit]  # the releases are oldest first, so the smallest upgrade leads

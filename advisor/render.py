@@ -463,9 +463,7 @@ def render_markdown(d: Diagnosis, max_evidence: int = 8) -> str:
 
 def later_fixes_heading(d: Diagnosis) -> str:
     """Names the release the fixes come after and the parts of NCCL they share with the log."""
-    version = d.facts.get("nccl_version")
-    if isinstance(version, list):
-        version = f"{version[0]}..{version[-1]}" if len(version) > 1 else version[0]
+    version = fact_text(d.facts.get("nccl_version"))
     areas = sorted({a for f in d.later_fixes for a in f.areas})
     return f"Fixed after NCCL {version} in what failed here ({', '.join(areas)})"
 

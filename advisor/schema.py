@@ -592,9 +592,6 @@ class Timers(Strict):
     timers: list[Timer] = Field(min_length=1)
 
 
-FIX_KINDS = ("hang", "crash", "corruption", "error", "leak", "perf")
-
-
 class ReleaseFixNote(Strict):
     """One fix a release note names, in the software's own words (kb/releases/, mined by
     tools/mine/nccl_releases.py): what it is about is derived from those words."""

@@ -121,6 +121,14 @@ def test_nothing_from_releases_at_or_before_the_version(kb):
     assert later_nccl_fixes(kb, {"nccl_version": newest, "nccl_areas": ["ib", "shm", "socket"], "failure_kinds": ["nccl-error", "timeout"]}) == []
 
 
+def test_a_version_with_a_local_part_reads_as_its_release(kb):
+    # NCCL prints `2.18.3+cuda12.1`, and users answer it so: it is 2.18.3, not 2.18
+    after = later_nccl_fixes(kb, {"nccl_version": "2.18.3+cuda12.1", "nccl_areas": ["shm"], "failure_kinds": ["nccl-error"]}, limit=50)
+    assert not any("shared memory creation fails" in f.text for f in after)
+    before = later_nccl_fixes(kb, {"nccl_version": "2.18.1+cuda12.1", "nccl_areas": ["shm"], "failure_kinds": ["nccl-error"]}, limit=50)
+    assert any("shared memory creation fails" in f.text for f in before)
+
+
 def test_a_range_of_releases_counts_from_its_newest(kb):
     facts = {"nccl_version": ["2.7.8", "2.11.4"], "nccl_areas": ["shm"], "failure_kinds": ["nccl-error"]}
     assert all(tuple(map(int, f.version.split("."))) > (2, 11, 4) for f in later_nccl_fixes(kb, facts))
@@ -174,3 +182,12 @@ def test_a_newer_nccl_shows_none(kb):
     d = diagnose(DiagnoseRequest(log=BOOTSTRAP_LOG.replace("2.4.2", "2.30.7")), kb)
     assert d.later_fixes == []
     assert "Fixed after NCCL" not in render_text(d)
+
+
+def test_the_log_and_the_notes_name_the_parts_of_nccl_alike(kb):
+    """An area the log side names that the miner never tags could never match a fix."""
+    from advisor.facts import _NCCL_AREAS
+
+    assert {area for _, area in _NCCL_AREAS} <= set(nccl_releases.AREAS)
+    shipped = {a for r in kb.release_notes["nccl"].releases for f in r.fixes for a in f.areas}
+    assert shipped <= set(nccl_releases.AREAS)
