@@ -68,7 +68,7 @@ AREAS = {
                            r"Power(?:PC)?|sm_?\d\d|RTX\s*\d+|AMD)\b"),
 }
 _NUMBER = re.compile(r"(?:(?<![\w-])#|Github(?:Issue|PR)#\s*|issues?/|pull/|\b(?:Issues?|issues?|PR) )(\d{2,5})\b")
-_PR_BEFORE = re.compile(r"(?:PR\s*#?\s*|pull/)$")
+_PR = re.compile(r"PR|pull/")
 # not a fix a user's failure can need: the build, the compiler, a comment, the notes themselves
 _NOT_RUNTIME = re.compile(r"\b(?:compil\w*|build|cmake|Makefile|CI|typo|comments?|warnings? with|NVTX\w*|docs?|documentation|README)\b")
 
@@ -123,8 +123,8 @@ def describe(text: str) -> dict:
     issues: set[int] = set()
     prs: set[int] = set()
     for m in _NUMBER.finditer(text):
-        before = text[max(0, m.start() - 12):m.start() + (m.group(0).index(m.group(1)))]
-        (prs if _PR_BEFORE.search(before.rstrip("# ")) or "PR" in m.group(0) else issues).add(int(m.group(1)))
+        lead_in = text[max(0, m.start() - 12):m.start()] + m.group(0)  # "Github PR #1164", "GithubPR#185"
+        (prs if _PR.search(lead_in) else issues).add(int(m.group(1)))
     return {"text": text, "kinds": kinds, "areas": areas, "issues": sorted(issues), "prs": sorted(prs)}
 
 
