@@ -117,7 +117,14 @@ def test_the_rpc_timeout_alone_is_no_slow_step(kb):
     assert not d.causes or d.causes[0].id != "collective-slower-than-timeout"
 
 
-def test_a_training_timeout_gets_no_vllm_setting(kb):
-    d = run(kb, WATCHDOG + "\n", phase="train")
-    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in "\n".join(sn.content for sn in d.fix.snippets)
-    assert all("vLLM's workers" not in a.title for a in d.fix.actions)
+def test_an_engine_setting_applies_only_to_a_log_an_engine_printed(kb):
+    from advisor.fixes import applicability
+    from advisor.models import FactValue, Facts
+
+    fix = next(f for f in kb.causes["collective-slower-than-timeout"].fixes if f.id == "vllm-execute-timeout")
+    training = Facts(values={"framework": FactValue(value="transformers")})
+    assert applicability(fix, training) == (False, "for vllm only")  # unknown excludes: a training job runs no engine
+    served = Facts(values={"inference_engine": FactValue(value="vllm")})
+    assert applicability(fix, served)[0] is True
+    sglang = Facts(values={"inference_engine": FactValue(value="sglang")})
+    assert applicability(fix, sglang)[0] is False
